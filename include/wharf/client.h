@@ -1,0 +1,153 @@
+// include/wharf/client.h
+//
+// Client is the C++ client library for Wharf's native protocol: one TCP connection to wharfd,
+// used by the tests, wharfctl and wharf-perf. It connects and logs in, declares and binds,
+// publishes with broker confirms (callback, future or blocking), consumes by push subscription
+// with a prefetch limit or by long-polling pull, and settles deliveries.
+//
+// Thread safety: every method is thread-safe. The client runs one I/O thread of its own;
+// delivery, confirm, return and error callbacks run on it, one at a time, and must not block.
+// From inside a callback, use the asynchronous calls (PublishAsync, Ack, Nack, Reject): a
+// blocking call there returns kFailedPrecondition instead of deadlocking.
+//
+// Errors: calls return the broker's error code and message (wharf/status.h, docs/errors.md).
+// When the connection drops, every waiting call completes with kUnavailable and the error
+// handler is told once; the client does not reconnect by itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wharf/message.h"
+#include "wharf/result.h"
+#include "wharf/status.h"
+#include "wharf/types.h"
+
+namespace wharf {
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 5680;
+  // The built-in loopback-only user; set both for a configured user.
+  std::string user = "guest";
+  std::string password = "guest";
+  std::string client_name = "wharf-cpp";
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds request_timeout{30000};  // for blocking calls
+};
+
+// One message handed to this client.
+struct Delivery {
+  std::string consumer_tag;  // "" for Receive()
+  uint64_t delivery_tag = 0;
+  Message message;
+  uint32_t receive_count = 0;  // 1 on the first delivery
+  bool redelivered = false;
+  std::string exchange;
+  std::string routing_key;
+  std::string queue;
+};
+
+// A mandatory message the broker could not route.
+struct ReturnedMessage {
+  Status reason;  // kNoRoute
+  std::string exchange;
+  std::string routing_key;
+  Message message;
+};
+
+struct PublishOptions {
+  bool mandatory = false;  // return the message (ReturnHandler) if it reaches no queue
+};
+
+class Client {
+ public:
+  using DeliveryHandler = std::function<void(Delivery)>;
+  using PublishCallback = std::function<void(Result<PublishResult>)>;
+  using ReturnHandler = std::function<void(ReturnedMessage)>;
+  using ErrorHandler = std::function<void(Status)>;
+  using CancelHandler = std::function<void(const std::string& consumer_tag, std::string reason)>;
+
+  // Connects, says Hello and logs in. kUnavailable (cannot connect), kDeadlineExceeded,
+  // kAuthenticationFailed, kAccessRefused, kUnsupportedVersion.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();  // Close()
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // --- Topology (blocking) ------------------------------------------------------------------
+  Status DeclareExchange(const ExchangeSpec& spec);
+  Status DeleteExchange(const std::string& name, bool if_unused = false);
+  Result<QueueInfo> DeclareQueue(const QueueSpec& spec);
+  // Returns the number of ready messages deleted with the queue.
+  Result<uint64_t> DeleteQueue(const std::string& name, bool if_unused = false,
+                               bool if_empty = false);
+  Result<uint64_t> PurgeQueue(const std::string& name);
+  Status Bind(const BindingSpec& binding);
+  Status Unbind(const BindingSpec& binding);
+  Result<std::vector<QueueInfo>> ListQueues(const std::string& prefix = "");
+  Result<std::vector<ExchangeInfo>> ListExchanges();
+
+  // --- Publish ------------------------------------------------------------------------------
+  // `done` runs on the client's I/O thread with the broker's confirm or error.
+  void PublishAsync(const std::string& exchange, const std::string& routing_key,
+                    const Message& message, PublishCallback done, PublishOptions options = {});
+  std::future<Result<PublishResult>> PublishAsync(const std::string& exchange,
+                                                  const std::string& routing_key,
+                                                  const Message& message,
+                                                  PublishOptions options = {});
+  // Blocks until the broker confirms.
+  Result<PublishResult> Publish(const std::string& exchange, const std::string& routing_key,
+                                const Message& message, PublishOptions options = {});
+  // No confirm is asked for; a failure reaches the error handler.
+  void PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
+                        const Message& message, PublishOptions options = {});
+
+  // --- Consume ------------------------------------------------------------------------------
+  // Push subscription: `handler` gets each delivery on the I/O thread. prefetch 0 = unlimited.
+  // Returns the consumer tag (generated by the broker when `consumer_tag` is empty).
+  Result<std::string> Subscribe(const std::string& queue, uint32_t prefetch,
+                                DeliveryHandler handler, const std::string& consumer_tag = "",
+                                bool exclusive = false);
+  Status Cancel(const std::string& consumer_tag);
+  // Pull: returns as soon as at least one message is there, or empty after `wait`.
+  Result<std::vector<Delivery>> Receive(const std::string& queue, uint32_t max_messages,
+                                        std::chrono::milliseconds wait);
+
+  // Settle, without waiting for an answer: errors reach the error handler.
+  void Ack(uint64_t delivery_tag, bool multiple = false);
+  void Nack(uint64_t delivery_tag, bool multiple = false, bool requeue = true);
+  void Reject(uint64_t delivery_tag, bool requeue = true);
+  // Settle and wait: kUnknownDeliveryTag for a tag that is unknown or already settled.
+  Status AckSync(uint64_t delivery_tag, bool multiple = false);
+  Status NackSync(uint64_t delivery_tag, bool multiple = false, bool requeue = true);
+  Status RejectSync(uint64_t delivery_tag, bool requeue = true);
+
+  // --- Events -------------------------------------------------------------------------------
+  void SetReturnHandler(ReturnHandler handler);
+  void SetErrorHandler(ErrorHandler handler);
+  void SetCancelHandler(CancelHandler handler);
+
+  // Round trip to the broker.
+  Status Ping();
+  bool connected() const;
+  uint64_t connection_id() const;
+  uint64_t max_message_bytes() const;  // as announced by the broker
+
+  // Sends Close, waits briefly for the broker's answer, closes the socket and joins the
+  // I/O thread. Unsettled deliveries go back to their queues (broker side). Idempotent.
+  void Close();
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace wharf

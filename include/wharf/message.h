@@ -1,0 +1,53 @@
+// include/wharf/message.h
+//
+// The message model shared by the broker and the client: a body, typed headers and the usual
+// AMQP-style properties. The broker adds an id and a receive time when it accepts a message.
+//
+// Thread safety: value types; not synchronised. The broker shares accepted messages as
+// std::shared_ptr<const Message> across threads, which is safe because they are never mutated.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+
+namespace wharf {
+
+// Raw bytes, kept apart from std::string so that a header can tell text from binary.
+struct Bytes {
+  std::string data;
+  friend bool operator==(const Bytes&, const Bytes&) = default;
+};
+
+// A typed header value: bool, integer, double, string or bytes.
+using HeaderValue = std::variant<bool, int64_t, double, std::string, Bytes>;
+using Headers = std::map<std::string, HeaderValue, std::less<>>;
+
+// Renders a value for logs and the CLI: true, 42, 1.5, "text", 0x0a0b.
+std::string HeaderValueToString(const HeaderValue& value);
+
+struct Properties {
+  std::string message_id;  // the application's id; the broker's own is Message::id
+  std::string correlation_id;
+  std::string reply_to;
+  std::string content_type;
+  std::string content_encoding;
+  int64_t timestamp_ms = 0;    // application timestamp, Unix milliseconds
+  uint32_t priority = 0;       // 0-9; carried, not used for ordering in v1
+  uint64_t expiration_ms = 0;  // per-message TTL from publish; 0 = never expires
+  std::string type;
+  std::string app_id;
+  friend bool operator==(const Properties&, const Properties&) = default;
+};
+
+struct Message {
+  uint64_t id = 0;  // broker-assigned on publish; unique
+  std::string body;
+  Headers headers;
+  Properties properties;
+  bool persistent = false;
+  int64_t published_at_ms = 0;  // broker receive time, Unix milliseconds
+};
+
+}  // namespace wharf

@@ -1,0 +1,75 @@
+// include/wharf/types.h
+//
+// Plain value types for the topology (exchanges, queues, bindings) and for what the broker
+// reports about it. Used by the broker core, the client library and wharfctl alike.
+//
+// Thread safety: value types; not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "wharf/message.h"
+
+namespace wharf {
+
+enum class ExchangeType : uint8_t { kDirect = 1, kFanout = 2, kTopic = 3, kHeaders = 4 };
+
+std::string_view ExchangeTypeName(ExchangeType type);  // "direct", "fanout", ...
+std::optional<ExchangeType> ParseExchangeType(std::string_view name);
+
+struct ExchangeSpec {
+  std::string name;
+  ExchangeType type = ExchangeType::kDirect;
+  bool durable = true;
+  bool auto_delete = false;        // deleted when its last binding goes
+  std::string alternate_exchange;  // unroutable messages go here; "" = none
+  bool passive = false;            // only check that it exists
+};
+
+struct QueueSpec {
+  std::string name;  // "" = the broker generates one
+  bool durable = true;
+  bool exclusive = false;    // owned by the declaring connection, deleted when it closes
+  bool auto_delete = false;  // deleted when its last consumer is cancelled
+  Headers arguments;         // none are recognised yet; unknown keys are refused
+  bool passive = false;      // only check that it exists
+};
+
+struct BindingSpec {
+  std::string queue;
+  std::string exchange;
+  std::string routing_key;  // a pattern for topic exchanges
+  Headers arguments;        // headers exchanges: the match table, plus "x-match" = "all"|"any"
+};
+
+struct QueueInfo {
+  std::string name;
+  bool durable = false;
+  bool exclusive = false;
+  bool auto_delete = false;
+  uint64_t ready = 0;      // waiting to be delivered
+  uint64_t in_flight = 0;  // delivered, not yet settled
+  uint32_t consumers = 0;
+  uint64_t published_total = 0;  // enqueued since the broker started
+  uint64_t delivered_total = 0;
+  uint64_t acked_total = 0;
+};
+
+struct ExchangeInfo {
+  std::string name;
+  ExchangeType type = ExchangeType::kDirect;
+  bool durable = false;
+  bool auto_delete = false;
+  std::string alternate_exchange;
+  uint32_t bindings = 0;
+};
+
+struct PublishResult {
+  uint64_t message_id = 0;
+  uint32_t routed_queues = 0;  // 0: reached no queue
+};
+
+}  // namespace wharf

@@ -1,0 +1,677 @@
+#include "broker/broker.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace wharf::broker {
+namespace {
+
+constexpr size_t kMaxNameBytes = 255;
+constexpr size_t kMaxRoutingKeyBytes = 255;
+constexpr int kMaxAlternateHops = 8;
+
+bool NameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == ':';
+}
+
+std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string SpecDifference(const QueueSpec& a, const QueueSpec& b) {
+  if (a.durable != b.durable) return "durable";
+  if (a.exclusive != b.exclusive) return "exclusive";
+  if (a.auto_delete != b.auto_delete) return "auto_delete";
+  if (a.arguments != b.arguments) return "arguments";
+  return "";
+}
+
+}  // namespace
+
+Status ValidateName(std::string_view kind, std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(kind) + " name must be 1 to 255 bytes long");
+  }
+  for (char c : name) {
+    if (!NameChar(c)) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string(kind) + " name " + Quote(name) +
+                        " may only contain letters, digits and - _ . :");
+    }
+  }
+  return Status::Ok();
+}
+
+Broker::Broker(BrokerOptions options, const Clock* clock)
+    : options_(options),
+      clock_(clock),
+      // Unique across restarts while the average rate stays under 65,536 ids per millisecond.
+      next_message_id_(static_cast<uint64_t>(clock->WallMillis()) << 16) {
+  for (auto [name, type] : {std::pair{"amq.direct", ExchangeType::kDirect},
+                            {"amq.fanout", ExchangeType::kFanout},
+                            {"amq.topic", ExchangeType::kTopic},
+                            {"amq.headers", ExchangeType::kHeaders}}) {
+    ExchangeSpec spec;
+    spec.name = name;
+    spec.type = type;
+    exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  }
+}
+
+// --- Sessions -----------------------------------------------------------------------------------
+
+void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer) {
+  thread_checker_.Check();
+  sessions_.emplace(session_id,
+                    std::make_unique<SessionState>(session_id, std::move(user), std::move(peer)));
+}
+
+void Broker::CloseSession(uint64_t session_id) {
+  thread_checker_.Check();
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  SessionState& session = *it->second;
+  std::vector<std::string> tags;
+  for (const auto& [tag, consumer] : session.consumers) tags.push_back(tag);
+  for (const auto& tag : tags) RemoveConsumer(session, tag, /*notify=*/false, "");
+  // Requeue in tag order; Queue::Requeue restores each message's original position anyway.
+  auto unacked = std::move(session.unacked);
+  for (auto& [tag, in_flight] : unacked) SettleOne(std::move(in_flight), Settle::kRequeue);
+  for (const auto& name : session.exclusive_queues) {
+    auto q = queues_.find(name);
+    if (q != queues_.end()) DropQueue(q->second, "exclusive queue's connection closed");
+  }
+  sessions_.erase(it);
+}
+
+SessionState* Broker::FindSession(uint64_t session_id) {
+  auto it = sessions_.find(session_id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+void Broker::MarkDirty(SessionState& session) {
+  if (session.dirty) return;
+  session.dirty = true;
+  dirty_.emplace_back(session.id(), session.peer_ptr());
+}
+
+// --- Topology -----------------------------------------------------------------------------------
+
+Exchange* Broker::FindExchange(std::string_view name) {
+  auto it = exchanges_.find(std::string(name));
+  return it == exchanges_.end() ? nullptr : it->second.get();
+}
+
+Status Broker::DeclareExchange(const ExchangeSpec& spec) {
+  thread_checker_.Check();
+  if (spec.name.empty()) {
+    return Status(StatusCode::kReservedName, "the default exchange cannot be declared");
+  }
+  WHARF_RETURN_IF_ERROR(ValidateName("exchange", spec.name));
+  Exchange* existing = FindExchange(spec.name);
+  if (spec.passive) {
+    if (!existing) {
+      return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(spec.name) + " not found");
+    }
+    return Status::Ok();
+  }
+  if (spec.name.starts_with("amq.")) {
+    return Status(StatusCode::kReservedName,
+                  "exchange names starting with 'amq.' are reserved: " + Quote(spec.name));
+  }
+  if (!spec.alternate_exchange.empty()) {
+    WHARF_RETURN_IF_ERROR(ValidateName("alternate exchange", spec.alternate_exchange));
+  }
+  if (existing) {
+    const ExchangeSpec& have = existing->spec();
+    if (have.type != spec.type || have.durable != spec.durable ||
+        have.auto_delete != spec.auto_delete ||
+        have.alternate_exchange != spec.alternate_exchange) {
+      return Status(
+          StatusCode::kPreconditionFailed,
+          "exchange " + Quote(spec.name) + " exists with type " +
+              std::string(ExchangeTypeName(have.type)) +
+              (have.durable ? ", durable" : ", transient") +
+              (have.auto_delete ? ", auto-delete" : "") +
+              (have.alternate_exchange.empty() ? ""
+                                               : ", alternate " + Quote(have.alternate_exchange)) +
+              "; redeclare it with the same arguments or delete it first");
+    }
+    return Status::Ok();
+  }
+  exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  return Status::Ok();
+}
+
+Status Broker::DeleteExchange(std::string_view name, bool if_unused) {
+  thread_checker_.Check();
+  if (name.empty() || name.starts_with("amq.")) {
+    return Status(StatusCode::kReservedName,
+                  "exchange " + Quote(name) + " is built in and cannot be deleted");
+  }
+  auto it = exchanges_.find(std::string(name));
+  if (it == exchanges_.end()) {
+    return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(name) + " not found");
+  }
+  if (if_unused && it->second->binding_count() > 0) {
+    return Status(StatusCode::kPreconditionFailed, "exchange " + Quote(name) + " has " +
+                                                       std::to_string(it->second->binding_count()) +
+                                                       " bindings");
+  }
+  for (auto& [queue_name, queue] : queues_) {
+    auto& list = queue->bindings();
+    std::erase_if(list, [&](const BindingSpec& b) { return b.exchange == name; });
+  }
+  exchanges_.erase(it);
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view name) const {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) {
+    return Status(StatusCode::kQueueNotFound, "queue " + Quote(name) + " not found");
+  }
+  const auto& queue = it->second;
+  if (queue->spec().exclusive && queue->owner_session_id() != session_id) {
+    return Status(StatusCode::kResourceLocked,
+                  "queue " + Quote(name) + " is exclusive to another connection");
+  }
+  return queue;
+}
+
+Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
+  thread_checker_.Check();
+  if (spec.name.empty() && !spec.passive) {
+    spec.name = "wharf.gen-" + Hex64(next_message_id_ ^ (next_generated_name_++ << 40));
+  }
+  WHARF_RETURN_IF_ERROR(ValidateName("queue", spec.name));
+  if (spec.passive) {
+    WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    return queue->Info();
+  }
+  if (spec.name.starts_with("amq.")) {
+    return Status(StatusCode::kReservedName,
+                  "queue names starting with 'amq.' are reserved: " + Quote(spec.name));
+  }
+  if (!spec.arguments.empty()) {
+    return Status(StatusCode::kInvalidArgument, "unknown queue argument " +
+                                                    Quote(spec.arguments.begin()->first) +
+                                                    " on queue " + Quote(spec.name));
+  }
+  auto it = queues_.find(spec.name);
+  if (it != queues_.end()) {
+    WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    std::string diff = SpecDifference(queue->spec(), spec);
+    if (!diff.empty()) {
+      return Status(StatusCode::kPreconditionFailed,
+                    "queue " + Quote(spec.name) + " exists with a different '" + diff +
+                        "'; redeclare it with the same arguments or delete it first");
+    }
+    return queue->Info();
+  }
+  SessionState* session = FindSession(session_id);
+  if (spec.exclusive && session == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
+  }
+  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0);
+  queues_.emplace(spec.name, queue);
+  if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
+  return queue->Info();
+}
+
+Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
+                                     bool if_empty) {
+  thread_checker_.Check();
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
+  QueueInfo info = queue->Info();
+  if (if_unused && info.consumers > 0) {
+    return Status(StatusCode::kPreconditionFailed,
+                  "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
+  }
+  if (if_empty && info.ready > 0) {
+    return Status(
+        StatusCode::kPreconditionFailed,
+        "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready messages");
+  }
+  uint64_t dropped = queue->ready();
+  DropQueue(queue, "queue deleted");
+  return dropped;
+}
+
+void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
+  std::string name = queue->name();
+  for (const auto& binding : queue->bindings()) {
+    if (Exchange* exchange = FindExchange(binding.exchange)) {
+      exchange->UnbindQueue(queue.get());
+      MaybeAutoDeleteExchange(binding.exchange);
+    }
+  }
+  queue->bindings().clear();
+  // Cancel consumers, telling their clients why.
+  auto consumers = queue->consumers();
+  for (const auto& consumer : consumers) {
+    if (SessionState* session = consumer->session) {
+      RemoveConsumer(*session, consumer->tag, /*notify=*/true, reason);
+    }
+  }
+  // Long polls waiting on the queue complete empty.
+  for (const PullWaiter& waiter : queue->waiters()) {
+    if (SessionState* session = FindSession(waiter.session_id)) {
+      session->peer().CompleteReceive(waiter.request_id, {});
+      MarkDirty(*session);
+    }
+  }
+  queue->waiters().clear();
+  if (queue->owner_session_id() != 0) {
+    if (SessionState* owner = FindSession(queue->owner_session_id())) {
+      std::erase(owner->exclusive_queues, name);
+    }
+  }
+  queue->Purge();
+  queue->deleted = true;
+  queues_.erase(name);
+}
+
+Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) {
+  thread_checker_.Check();
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
+  return queue->Purge();
+}
+
+Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
+  thread_checker_.Check();
+  if (binding.exchange.empty()) {
+    return Status(StatusCode::kReservedName,
+                  "the default exchange routes by queue name and takes no bindings");
+  }
+  if (binding.routing_key.size() > kMaxRoutingKeyBytes) {
+    return Status(StatusCode::kInvalidArgument, "binding key longer than 255 bytes");
+  }
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
+  Exchange* exchange = FindExchange(binding.exchange);
+  if (!exchange) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.exchange) + " not found");
+  }
+  bool added = false;
+  WHARF_RETURN_IF_ERROR(
+      exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added));
+  if (added) queue->bindings().push_back(binding);
+  return Status::Ok();
+}
+
+Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
+  thread_checker_.Check();
+  if (binding.exchange.empty()) {
+    return Status(StatusCode::kReservedName, "the default exchange takes no bindings");
+  }
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
+  Exchange* exchange = FindExchange(binding.exchange);
+  if (!exchange) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.exchange) + " not found");
+  }
+  // Unbinding what is not bound succeeds, as in AMQP.
+  if (exchange->Unbind(queue.get(), binding.routing_key, binding.arguments)) {
+    auto& list = queue->bindings();
+    auto it = std::find_if(list.begin(), list.end(), [&](const BindingSpec& b) {
+      return b.exchange == binding.exchange && b.routing_key == binding.routing_key &&
+             b.arguments == binding.arguments;
+    });
+    if (it != list.end()) list.erase(it);
+    MaybeAutoDeleteExchange(binding.exchange);
+  }
+  return Status::Ok();
+}
+
+void Broker::MaybeAutoDeleteExchange(const std::string& name) {
+  auto it = exchanges_.find(name);
+  if (it != exchanges_.end() && it->second->spec().auto_delete &&
+      it->second->binding_count() == 0) {
+    exchanges_.erase(it);
+  }
+}
+
+std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix) const {
+  std::vector<QueueInfo> out;
+  for (auto it = queues_.lower_bound(prefix); it != queues_.end(); ++it) {
+    if (!it->first.starts_with(prefix)) break;
+    out.push_back(it->second->Info());
+  }
+  return out;
+}
+
+std::vector<ExchangeInfo> Broker::ListExchanges() const {
+  std::vector<ExchangeInfo> out;
+  ExchangeInfo default_exchange;
+  default_exchange.durable = true;
+  out.push_back(default_exchange);
+  for (const auto& [name, exchange] : exchanges_) out.push_back(exchange->Info());
+  std::sort(out.begin(), out.end(),
+            [](const ExchangeInfo& a, const ExchangeInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+// --- Messaging ----------------------------------------------------------------------------------
+
+Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,
+                                       const std::string& routing_key, Message message) {
+  thread_checker_.Check();
+  if (message.body.size() > options_.max_message_bytes) {
+    return Status(StatusCode::kMessageTooLarge, "message body of " +
+                                                    std::to_string(message.body.size()) +
+                                                    " bytes exceeds max_message_bytes " +
+                                                    std::to_string(options_.max_message_bytes));
+  }
+  if (routing_key.size() > kMaxRoutingKeyBytes) {
+    return Status(StatusCode::kInvalidArgument, "routing key longer than 255 bytes");
+  }
+  std::vector<Queue*> targets;
+  if (exchange_name.empty()) {
+    auto it = queues_.find(routing_key);
+    if (it != queues_.end()) {
+      const auto& queue = it->second;
+      if (queue->spec().exclusive && queue->owner_session_id() != session_id) {
+        return Status(StatusCode::kResourceLocked,
+                      "queue " + Quote(routing_key) + " is exclusive to another connection");
+      }
+      targets.push_back(queue.get());
+    }
+  } else {
+    Exchange* exchange = FindExchange(exchange_name);
+    if (!exchange) {
+      return Status(StatusCode::kExchangeNotFound,
+                    "exchange " + Quote(exchange_name) + " not found");
+    }
+    // Follow alternate exchanges while nothing matched, guarding against cycles.
+    for (int hop = 0; exchange && hop < kMaxAlternateHops; ++hop) {
+      exchange->Route(routing_key, message.headers, &targets);
+      if (!targets.empty() || exchange->spec().alternate_exchange.empty()) break;
+      exchange = FindExchange(exchange->spec().alternate_exchange);
+    }
+  }
+  message.id = NextMessageId();
+  message.published_at_ms = clock_->WallMillis();
+  auto envelope =
+      std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
+  for (Queue* queue : targets) {
+    queue->Enqueue(envelope);
+    ScheduleDispatch(queues_.find(queue->name())->second);
+  }
+  PublishOutcome outcome;
+  outcome.result.message_id = envelope->message.id;
+  outcome.result.routed_queues = static_cast<uint32_t>(targets.size());
+  outcome.envelope = std::move(envelope);
+  return outcome;
+}
+
+Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& queue_name,
+                                      std::string consumer_tag, uint32_t prefetch, bool exclusive) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
+  if (consumer_tag.empty()) {
+    consumer_tag = "ctag-" + std::to_string(session_id) + "-" +
+                   std::to_string(session->next_consumer_number++);
+  }
+  WHARF_RETURN_IF_ERROR(ValidateName("consumer tag", consumer_tag));
+  if (session->consumers.contains(consumer_tag)) {
+    return Status(StatusCode::kConsumerTagInUse,
+                  "consumer tag " + Quote(consumer_tag) + " is already in use on this connection");
+  }
+  for (const auto& other : queue->consumers()) {
+    if (other->exclusive || exclusive) {
+      return Status(StatusCode::kResourceLocked,
+                    "queue " + Quote(queue_name) +
+                        (other->exclusive ? " has an exclusive consumer"
+                                          : " has consumers; cannot add an exclusive one"));
+    }
+  }
+  auto consumer = std::make_shared<Consumer>();
+  consumer->tag = consumer_tag;
+  consumer->session = session;
+  consumer->queue = queue_name;
+  consumer->prefetch = prefetch;
+  consumer->exclusive = exclusive;
+  queue->consumers().push_back(consumer);
+  session->consumers.emplace(consumer_tag, consumer);
+  ScheduleDispatch(queue);
+  return consumer_tag;
+}
+
+Status Broker::Cancel(uint64_t session_id, std::string_view consumer_tag) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session || !session->consumers.contains(consumer_tag)) {
+    return Status(StatusCode::kConsumerNotFound,
+                  "no consumer " + Quote(consumer_tag) + " on this connection");
+  }
+  RemoveConsumer(*session, std::string(consumer_tag), /*notify=*/false, "");
+  return Status::Ok();
+}
+
+void Broker::RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
+                            std::string_view reason) {
+  auto it = session.consumers.find(tag);
+  if (it == session.consumers.end()) return;
+  std::shared_ptr<Consumer> consumer = it->second;
+  session.consumers.erase(it);
+  consumer->active = false;
+  consumer->session = nullptr;
+  if (notify) {
+    session.peer().ConsumerCancelled(tag, reason);
+    MarkDirty(session);
+  }
+  auto q = queues_.find(consumer->queue);
+  if (q == queues_.end()) return;
+  auto& list = q->second->consumers();
+  std::erase(list, consumer);
+  if (q->second->next_consumer() >= list.size()) q->second->next_consumer() = 0;
+  if (list.empty() && q->second->spec().auto_delete && !notify) {
+    DropQueue(q->second, "auto-delete queue lost its last consumer");
+  }
+}
+
+Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::string& queue_name,
+                       uint32_t max_messages, uint32_t wait_ms) {
+  thread_checker_.Check();
+  if (!FindSession(session_id)) return Status(StatusCode::kInternal, "no session");
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
+  if (max_messages == 0) max_messages = 1;
+  if (max_messages > options_.max_receive_batch) {
+    return Status(StatusCode::kInvalidArgument, "max_messages " + std::to_string(max_messages) +
+                                                    " exceeds the limit of " +
+                                                    std::to_string(options_.max_receive_batch));
+  }
+  wait_ms = std::min(wait_ms, options_.max_receive_wait_ms);
+  PullWaiter waiter;
+  waiter.waiter_id = next_waiter_id_++;
+  waiter.session_id = session_id;
+  waiter.request_id = request_id;
+  waiter.max_messages = max_messages;
+  queue->waiters().push_back(waiter);
+  receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
+                             std::pair{queue_name, waiter.waiter_id});
+  ScheduleDispatch(queue);
+  return Status::Ok();
+}
+
+Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple) {
+  thread_checker_.Check();
+  return SettleTags(session_id, delivery_tag, multiple, Settle::kAck);
+}
+
+Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue) {
+  thread_checker_.Check();
+  return SettleTags(session_id, delivery_tag, multiple, requeue ? Settle::kRequeue : Settle::kDrop);
+}
+
+Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple,
+                          Settle action) {
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  auto& unacked = session->unacked;
+  if (multiple) {
+    // As in AMQP, tag 0 with multiple settles everything outstanding.
+    auto end = delivery_tag == 0 ? unacked.end() : unacked.upper_bound(delivery_tag);
+    if (end == unacked.begin()) {
+      return Status(StatusCode::kUnknownDeliveryTag,
+                    "no outstanding deliveries up to tag " + std::to_string(delivery_tag));
+    }
+    std::vector<InFlight> settled;
+    for (auto it = unacked.begin(); it != end; ++it) settled.push_back(std::move(it->second));
+    unacked.erase(unacked.begin(), end);
+    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action);
+    return Status::Ok();
+  }
+  auto it = unacked.find(delivery_tag);
+  if (it == unacked.end()) {
+    return Status(StatusCode::kUnknownDeliveryTag,
+                  "delivery tag " + std::to_string(delivery_tag) +
+                      " is unknown or already settled on this connection");
+  }
+  InFlight in_flight = std::move(it->second);
+  unacked.erase(it);
+  SettleOne(std::move(in_flight), action);
+  return Status::Ok();
+}
+
+void Broker::SettleOne(InFlight in_flight, Settle action) {
+  Queue& queue = *in_flight.queue;
+  --queue.in_flight;
+  if (in_flight.consumer) --in_flight.consumer->unacked;
+  switch (action) {
+    case Settle::kAck:
+      ++queue.acked_total;
+      break;
+    case Settle::kRequeue:
+      if (!queue.deleted) queue.Requeue(std::move(in_flight.message));
+      break;
+    case Settle::kDrop:
+      break;  // dead-lettering arrives with the delivery lifecycle
+  }
+  if (!queue.deleted) ScheduleDispatch(in_flight.queue);
+}
+
+// --- Dispatch -----------------------------------------------------------------------------------
+
+void Broker::ScheduleDispatch(const std::shared_ptr<Queue>& queue) {
+  if (std::find(pending_dispatch_.begin(), pending_dispatch_.end(), queue) ==
+      pending_dispatch_.end()) {
+    pending_dispatch_.push_back(queue);
+  }
+}
+
+Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queue,
+                       QueuedMessage message, const std::shared_ptr<Consumer>& consumer) {
+  ++message.receive_count;
+  Delivery delivery;
+  delivery.consumer_tag = consumer ? consumer->tag : std::string();
+  delivery.delivery_tag = session.next_delivery_tag++;
+  delivery.envelope = message.envelope;
+  delivery.receive_count = message.receive_count;
+  delivery.redelivered = message.receive_count > 1;
+  delivery.queue = queue->name();
+  ++queue->in_flight;
+  ++queue->delivered_total;
+  if (consumer) ++consumer->unacked;
+  session.unacked.emplace_hint(session.unacked.end(), delivery.delivery_tag,
+                               InFlight{queue, std::move(message), consumer});
+  return delivery;
+}
+
+void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
+  if (queue->deleted) return;
+  int64_t now_ms = clock_->WallMillis();
+  auto& waiters = queue->waiters();
+  // Long polls first: they are waiting for exactly this.
+  while (!waiters.empty() && queue->HasReady()) {
+    PullWaiter waiter = waiters.front();
+    waiters.pop_front();
+    SessionState* session = FindSession(waiter.session_id);
+    if (!session) continue;
+    std::vector<Delivery> deliveries;
+    while (deliveries.size() < waiter.max_messages) {
+      auto message = queue->Pop(now_ms);
+      if (!message) break;
+      deliveries.push_back(Track(*session, queue, std::move(*message), nullptr));
+    }
+    if (deliveries.empty()) {
+      waiters.push_front(waiter);  // everything left had expired
+      break;
+    }
+    session->peer().CompleteReceive(waiter.request_id, std::move(deliveries));
+    MarkDirty(*session);
+  }
+  // Then push consumers, round-robin among those with credit.
+  auto& consumers = queue->consumers();
+  while (queue->HasReady() && !consumers.empty()) {
+    std::shared_ptr<Consumer> chosen;
+    size_t n = consumers.size();
+    for (size_t i = 0; i < n; ++i) {
+      size_t index = (queue->next_consumer() + i) % n;
+      if (consumers[index]->HasCredit()) {
+        chosen = consumers[index];
+        queue->next_consumer() = (index + 1) % n;
+        break;
+      }
+    }
+    if (!chosen) break;
+    auto message = queue->Pop(now_ms);
+    if (!message) break;
+    SessionState& session = *chosen->session;
+    session.peer().Deliver(Track(session, queue, std::move(*message), chosen));
+    MarkDirty(session);
+  }
+}
+
+void Broker::Flush() {
+  thread_checker_.Check();
+  // Dispatch may schedule nothing new, so one pass suffices; swap to stay safe anyway.
+  while (!pending_dispatch_.empty()) {
+    auto pending = std::move(pending_dispatch_);
+    pending_dispatch_.clear();
+    for (const auto& queue : pending) Dispatch(queue);
+  }
+  auto dirty = std::move(dirty_);
+  dirty_.clear();
+  for (auto& [session_id, peer] : dirty) {
+    if (SessionState* session = FindSession(session_id)) session->dirty = false;
+    peer->Flush();
+  }
+}
+
+void Broker::OnTimer() {
+  thread_checker_.Check();
+  SteadyTime now = clock_->Now();
+  while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
+    auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
+    receive_deadlines_.erase(receive_deadlines_.begin());
+    auto q = queues_.find(queue_name);
+    if (q == queues_.end()) continue;
+    auto& waiters = q->second->waiters();
+    auto it = std::find_if(waiters.begin(), waiters.end(),
+                           [id = waiter_id](const PullWaiter& w) { return w.waiter_id == id; });
+    if (it == waiters.end()) continue;  // already served
+    PullWaiter waiter = *it;
+    waiters.erase(it);
+    if (SessionState* session = FindSession(waiter.session_id)) {
+      session->peer().CompleteReceive(waiter.request_id, {});
+      MarkDirty(*session);
+    }
+  }
+}
+
+std::optional<SteadyTime> Broker::NextDeadline() const {
+  if (receive_deadlines_.empty()) return std::nullopt;
+  return receive_deadlines_.begin()->first;
+}
+
+}  // namespace wharf::broker

@@ -1,0 +1,135 @@
+// broker/broker.h
+//
+// Broker is the domain core: exchanges, bindings, queues, consumers and every client's
+// outstanding deliveries. It knows nothing of sockets, frames or disks. The server calls it
+// with decoded requests; it answers with a Status or Result and pushes asynchronous output
+// (deliveries, completed long polls, cancelled consumers) through each session's SessionPeer.
+//
+// Work is batched: operations only mark queues for dispatch, and Flush() (called by the server
+// after each batch of requests and after OnTimer) hands ready messages to consumers and then
+// flushes every peer that received output. So the reply to a request always precedes the
+// deliveries it caused, and a batch of N publishes costs one dispatch pass per queue.
+//
+// Delivery semantics (docs/protocol.md, "Consume and ack"): at-least-once; a consumer with
+// prefetch N never holds more than N unsettled deliveries; competing consumers are served
+// round-robin among those with credit; a message that is nacked with requeue, or that was
+// outstanding on a connection that closed, goes back to its original position with its
+// receive count kept and `redelivered` set.
+//
+// Thread safety: confined to one thread, the broker thread (checked in debug builds).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "broker/exchange.h"
+#include "broker/queue.h"
+#include "broker/session_state.h"
+#include "common/clock.h"
+#include "common/thread_checker.h"
+#include "wharf/result.h"
+#include "wharf/types.h"
+
+namespace wharf::broker {
+
+struct BrokerOptions {
+  uint64_t max_message_bytes = 16u << 20;  // bodies larger than this get kMessageTooLarge
+  uint32_t max_receive_batch = 1000;       // cap on Receive.max_messages
+  uint32_t max_receive_wait_ms = 60'000;   // cap on Receive.wait_ms
+};
+
+struct PublishOutcome {
+  PublishResult result;
+  EnvelopePtr envelope;  // the accepted message, for a mandatory return
+};
+
+class Broker {
+ public:
+  Broker(BrokerOptions options, const Clock* clock);
+
+  // --- Sessions -------------------------------------------------------------------------------
+  void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer);
+  // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
+  void CloseSession(uint64_t session_id);
+  size_t session_count() const { return sessions_.size(); }
+
+  // --- Topology ------------------------------------------------------------------------------
+  Status DeclareExchange(const ExchangeSpec& spec);
+  Status DeleteExchange(std::string_view name, bool if_unused);
+  Result<QueueInfo> DeclareQueue(uint64_t session_id, QueueSpec spec);
+  // Returns the number of ready messages dropped with the queue.
+  Result<uint64_t> DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
+                               bool if_empty);
+  Result<uint64_t> PurgeQueue(uint64_t session_id, std::string_view name);
+  Status Bind(uint64_t session_id, const BindingSpec& binding);
+  Status Unbind(uint64_t session_id, const BindingSpec& binding);
+  std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
+  std::vector<ExchangeInfo> ListExchanges() const;
+
+  // --- Messaging -----------------------------------------------------------------------------
+  Result<PublishOutcome> Publish(uint64_t session_id, const std::string& exchange,
+                                 const std::string& routing_key, Message message);
+  // Returns the consumer tag (generated when `consumer_tag` is empty).
+  Result<std::string> Subscribe(uint64_t session_id, const std::string& queue,
+                                std::string consumer_tag, uint32_t prefetch, bool exclusive);
+  Status Cancel(uint64_t session_id, std::string_view consumer_tag);
+  // On OK the answer comes later through SessionPeer::CompleteReceive (at the latest after
+  // wait_ms); on error nothing else is sent.
+  Status Receive(uint64_t session_id, uint64_t request_id, const std::string& queue,
+                 uint32_t max_messages, uint32_t wait_ms);
+  Status Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple);
+  Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue);
+
+  // --- Driving -------------------------------------------------------------------------------
+  // Dispatches every queue touched since the last Flush and flushes every peer with output.
+  void Flush();
+  // Completes long polls whose wait has run out. Call at NextDeadline(), then Flush().
+  void OnTimer();
+  std::optional<SteadyTime> NextDeadline() const;
+
+ private:
+  enum class Settle { kAck, kRequeue, kDrop };
+
+  Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view name) const;
+  Exchange* FindExchange(std::string_view name);
+  SessionState* FindSession(uint64_t session_id);
+  Status SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action);
+  void SettleOne(InFlight in_flight, Settle action);
+  void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
+  void Dispatch(const std::shared_ptr<Queue>& queue);
+  Delivery Track(SessionState& session, const std::shared_ptr<Queue>& queue, QueuedMessage message,
+                 const std::shared_ptr<Consumer>& consumer);
+  void MarkDirty(SessionState& session);
+  void RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
+                      std::string_view reason);
+  void DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason);
+  void MaybeAutoDeleteExchange(const std::string& name);
+  uint64_t NextMessageId() { return next_message_id_++; }
+
+  BrokerOptions options_;
+  const Clock* clock_;
+  ThreadChecker thread_checker_;
+
+  std::unordered_map<std::string, std::unique_ptr<Exchange>> exchanges_;
+  std::map<std::string, std::shared_ptr<Queue>, std::less<>> queues_;  // ordered for listing
+  std::unordered_map<uint64_t, std::unique_ptr<SessionState>> sessions_;
+
+  std::vector<std::shared_ptr<Queue>> pending_dispatch_;
+  std::vector<std::pair<uint64_t, std::shared_ptr<SessionPeer>>> dirty_;
+  std::multimap<SteadyTime, std::pair<std::string, uint64_t>> receive_deadlines_;  // queue, waiter
+  uint64_t next_waiter_id_ = 1;
+  uint64_t next_message_id_;
+  uint64_t next_generated_name_ = 1;
+};
+
+// Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].
+Status ValidateName(std::string_view kind, std::string_view name);
+
+}  // namespace wharf::broker

@@ -1,0 +1,32 @@
+// broker/session_peer.h
+//
+// SessionPeer is the broker's view of one client connection: where it sends what the client
+// did not directly ask for at that moment (pushed deliveries, completed long polls, cancelled
+// consumers). The server implements it; tests implement it with a recorder.
+//
+// Thread safety: every method is called on the broker thread and must not block. Calls only
+// buffer; the broker calls Flush() once after each batch of work so that one batch costs one
+// hand-over to the connection's I/O thread, however many deliveries it produced.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker/envelope.h"
+#include "wharf/status.h"
+
+namespace wharf::broker {
+
+class SessionPeer {
+ public:
+  virtual ~SessionPeer() = default;
+  virtual void Deliver(Delivery delivery) = 0;
+  // A Receive (pull) request is complete: deliveries may be empty when its wait ran out.
+  virtual void CompleteReceive(uint64_t request_id, std::vector<Delivery> deliveries) = 0;
+  virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
+  virtual void Flush() = 0;
+};
+
+}  // namespace wharf::broker

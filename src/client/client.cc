@@ -1,0 +1,650 @@
+#include "wharf/client.h"
+
+#include <asio.hpp>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "net/frame.h"
+#include "protocol/codec.h"
+
+namespace wharf {
+namespace pb = ::wharf::wire::v1;
+
+namespace {
+
+constexpr size_t kClientMaxFrameBytes = (512u << 20) + (1u << 20);
+constexpr size_t kReadChunk = 64u << 10;
+
+Delivery FromWireDelivery(pb::Delivery* in) {
+  Delivery d;
+  d.consumer_tag = std::move(*in->mutable_consumer_tag());
+  d.delivery_tag = in->delivery_tag();
+  d.message = protocol::MoveFromWire(in->mutable_message());
+  d.receive_count = in->receive_count();
+  d.redelivered = in->redelivered();
+  d.exchange = std::move(*in->mutable_exchange());
+  d.routing_key = std::move(*in->mutable_routing_key());
+  d.queue = std::move(*in->mutable_queue());
+  return d;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  using ReplyFn = std::function<void(Result<pb::Frame>)>;
+
+  explicit Impl(const ClientOptions& opts) : options(opts) {}
+
+  // Set before the I/O thread starts, then immutable.
+  ClientOptions options;
+  asio::io_context io{1};
+  asio::ip::tcp::socket socket{io};
+  std::thread thread;
+  std::thread::id io_thread_id;
+
+  // Confined to the I/O thread.
+  net::FrameDecoder decoder{kClientMaxFrameBytes};
+  std::string writing;
+
+  // Guarded by mu.
+  std::mutex mu;
+  std::condition_variable disconnected_cv;
+  uint64_t next_request_id = 1;
+  std::unordered_map<uint64_t, ReplyFn> pending;
+  std::string out;
+  bool write_scheduled = false;
+  bool disconnected = false;
+  bool user_closed = false;
+  std::unordered_map<std::string, std::shared_ptr<DeliveryHandler>> consumers;
+  ReturnHandler on_return;
+  ErrorHandler on_error;
+  CancelHandler on_cancel;
+  std::string close_reason;  // from the broker's Close frame
+
+  std::atomic<uint64_t> connection_id{0};
+  std::atomic<uint64_t> max_message_bytes{0};
+
+  bool OnIoThread() const { return std::this_thread::get_id() == io_thread_id; }
+
+  // Queues `frame`; when `reply` is set, a request id is assigned and `reply` runs on the I/O
+  // thread with the answer (or the error). Returns false if the connection is gone (and then
+  // `reply` has already been called with kUnavailable).
+  bool Send(pb::Frame& frame, ReplyFn reply) {
+    std::unique_lock lock(mu);
+    if (disconnected) {
+      lock.unlock();
+      if (reply) reply(Status(StatusCode::kUnavailable, DisconnectedMessage()));
+      return false;
+    }
+    if (reply) {
+      uint64_t id = next_request_id++;
+      frame.set_request_id(id);
+      pending.emplace(id, std::move(reply));
+    }
+    protocol::AppendFrame(frame, &out);
+    if (!write_scheduled) {
+      write_scheduled = true;
+      asio::post(io, [this] { DoWrite(); });
+    }
+    return true;
+  }
+
+  std::string DisconnectedMessage() {
+    return close_reason.empty() ? "not connected to the broker"
+                                : "connection closed by the broker: " + close_reason;
+  }
+
+  // Blocking request/reply.
+  Result<pb::Frame> Call(pb::Frame frame, std::chrono::milliseconds extra_wait = {}) {
+    if (OnIoThread()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "blocking client call from a client callback; use the async variant");
+    }
+    auto promise = std::make_shared<std::promise<Result<pb::Frame>>>();
+    auto future = promise->get_future();
+    Send(frame, [promise](Result<pb::Frame> r) { promise->set_value(std::move(r)); });
+    uint64_t id = frame.request_id();
+    if (future.wait_for(options.request_timeout + extra_wait) != std::future_status::ready) {
+      std::lock_guard lock(mu);
+      if (pending.erase(id) > 0) {
+        return Status(StatusCode::kDeadlineExceeded, "no answer from the broker in time");
+      }
+    }
+    return future.get();
+  }
+
+  Status CallStatus(pb::Frame frame) { return Call(std::move(frame)).status(); }
+
+  void DoWrite() {
+    {
+      std::lock_guard lock(mu);
+      writing.swap(out);
+      if (writing.empty() || disconnected) {
+        writing.clear();
+        write_scheduled = false;
+        return;
+      }
+    }
+    asio::async_write(socket, asio::buffer(writing), [this](const asio::error_code& ec, size_t) {
+      writing.clear();
+      if (ec) {
+        Fail(Status(StatusCode::kUnavailable, "write failed: " + ec.message()));
+        return;
+      }
+      DoWrite();
+    });
+  }
+
+  void ReadLoop() {
+    char* buffer = decoder.PrepareWrite(kReadChunk);
+    socket.async_read_some(
+        asio::buffer(buffer, kReadChunk), [this](const asio::error_code& ec, size_t n) {
+          if (ec) {
+            Fail(Status(StatusCode::kUnavailable, ec == asio::error::eof
+                                                      ? std::string("broker closed the connection")
+                                                      : "read failed: " + ec.message()));
+            return;
+          }
+          decoder.CommitWrite(n);
+          while (true) {
+            auto next = decoder.Next();
+            if (!next.ok()) return Fail(next.status());
+            if (!next->has_value()) break;
+            pb::Frame frame;
+            if (!frame.ParseFromArray((*next)->data(), static_cast<int>((*next)->size()))) {
+              return Fail(Status(StatusCode::kMalformedFrame, "broker sent an unparsable frame"));
+            }
+            OnFrame(frame);
+          }
+          ReadLoop();
+        });
+  }
+
+  void OnFrame(pb::Frame& frame) {
+    switch (frame.body_case()) {
+      case pb::Frame::kDelivery: {
+        std::shared_ptr<DeliveryHandler> handler;
+        {
+          std::lock_guard lock(mu);
+          auto it = consumers.find(frame.delivery().consumer_tag());
+          if (it != consumers.end()) handler = it->second;
+        }
+        if (handler) (*handler)(FromWireDelivery(frame.mutable_delivery()));
+        return;
+      }
+      case pb::Frame::kReturned: {
+        ReturnHandler handler;
+        {
+          std::lock_guard lock(mu);
+          handler = on_return;
+        }
+        if (!handler) return;
+        auto* r = frame.mutable_returned();
+        ReturnedMessage returned;
+        returned.reason = Status(static_cast<StatusCode>(r->reason_code()), r->reason());
+        returned.exchange = r->exchange();
+        returned.routing_key = r->routing_key();
+        returned.message = protocol::MoveFromWire(r->mutable_message());
+        handler(std::move(returned));
+        return;
+      }
+      case pb::Frame::kConsumerCancelled: {
+        CancelHandler handler;
+        {
+          std::lock_guard lock(mu);
+          consumers.erase(frame.consumer_cancelled().consumer_tag());
+          handler = on_cancel;
+        }
+        if (handler) {
+          handler(frame.consumer_cancelled().consumer_tag(), frame.consumer_cancelled().reason());
+        }
+        return;
+      }
+      case pb::Frame::kClose: {
+        std::lock_guard lock(mu);
+        close_reason = frame.close().reason();
+        return;
+      }
+      default:
+        break;
+    }
+    if (frame.request_id() == 0) {
+      if (frame.body_case() == pb::Frame::kError) {
+        ErrorHandler handler;
+        {
+          std::lock_guard lock(mu);
+          handler = on_error;
+        }
+        if (handler) handler(protocol::FromWire(frame.error()));
+      }
+      return;
+    }
+    ReplyFn reply;
+    {
+      std::lock_guard lock(mu);
+      auto it = pending.find(frame.request_id());
+      if (it == pending.end()) return;  // timed out already
+      reply = std::move(it->second);
+      pending.erase(it);
+    }
+    if (frame.body_case() == pb::Frame::kError) {
+      reply(protocol::FromWire(frame.error()));
+    } else {
+      reply(std::move(frame));
+    }
+  }
+
+  // Thread: I/O. The connection is gone: fail everything that waits.
+  void Fail(const Status& status) {
+    std::unordered_map<uint64_t, ReplyFn> failed;
+    ErrorHandler handler;
+    Status reported = status;
+    {
+      std::lock_guard lock(mu);
+      if (disconnected) return;
+      disconnected = true;
+      failed.swap(pending);
+      if (!user_closed) handler = on_error;
+      if (!close_reason.empty()) {
+        reported = Status(StatusCode::kUnavailable, DisconnectedMessage());
+      }
+    }
+    disconnected_cv.notify_all();
+    asio::error_code ignored;
+    socket.close(ignored);
+    for (auto& [id, reply] : failed) reply(reported);
+    if (handler) handler(reported);
+  }
+
+  void Stop() {
+    {
+      std::unique_lock lock(mu);
+      user_closed = true;
+      if (!disconnected && thread.joinable()) {
+        lock.unlock();
+        pb::Frame close;
+        close.mutable_close()->set_reason("client closing");
+        Send(close, nullptr);
+        lock.lock();
+        disconnected_cv.wait_for(lock, std::chrono::seconds(2), [this] { return disconnected; });
+      }
+    }
+    if (!thread.joinable()) return;
+    if (OnIoThread()) {
+      // Closing from a callback: finish up here; the thread ends once its work is gone.
+      Fail(Status(StatusCode::kUnavailable, "client closed"));
+      thread.detach();
+      return;
+    }
+    asio::post(io, [this] {
+      Fail(Status(StatusCode::kUnavailable, "client closed"));
+      io.stop();
+    });
+    thread.join();
+  }
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() { Close(); }
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  Impl* raw = impl.get();
+  asio::error_code ec;
+  asio::ip::tcp::resolver resolver(raw->io);
+  auto endpoints = resolver.resolve(options.host, std::to_string(options.port), ec);
+  if (ec) {
+    return Status(StatusCode::kUnavailable,
+                  "cannot resolve '" + options.host + "': " + ec.message());
+  }
+  // Connect with a deadline, on the I/O thread.
+  auto connected = std::make_shared<std::promise<asio::error_code>>();
+  auto timer = std::make_shared<asio::steady_timer>(raw->io, options.connect_timeout);
+  asio::async_connect(raw->socket, endpoints,
+                      [connected, timer](const asio::error_code& e, const auto&) {
+                        timer->cancel();
+                        connected->set_value(e);
+                      });
+  timer->async_wait([raw](const asio::error_code& e) {
+    if (!e) {
+      asio::error_code ignored;
+      raw->socket.close(ignored);
+    }
+  });
+  auto work = asio::make_work_guard(raw->io);
+  raw->thread = std::thread([raw] { raw->io.run(); });
+  raw->io_thread_id = raw->thread.get_id();
+  std::unique_ptr<Client> client(new Client(std::move(impl)));
+  ec = connected->get_future().get();
+  if (ec) {
+    work.reset();
+    client->impl_->Fail(Status(StatusCode::kUnavailable, ""));
+    std::string what = ec == asio::error::operation_aborted ? "timed out" : ec.message();
+    return Status(StatusCode::kUnavailable, "cannot connect to " + options.host + ":" +
+                                                std::to_string(options.port) + ": " + what);
+  }
+  asio::post(raw->io, [raw] {
+    asio::error_code ignored;
+    raw->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+    raw->ReadLoop();
+  });
+  work.reset();  // the read loop keeps the context busy from now on
+
+  pb::Frame hello;
+  hello.mutable_hello()->set_protocol_version(protocol::kProtocolVersion);
+  hello.mutable_hello()->set_client_name(options.client_name);
+  auto hello_ok = raw->Call(std::move(hello));
+  if (!hello_ok.ok()) return hello_ok.status();
+  raw->max_message_bytes = hello_ok->hello_ok().max_message_bytes();
+
+  pb::Frame auth;
+  auth.mutable_authenticate()->set_mechanism("PLAIN");
+  auth.mutable_authenticate()->set_user(options.user);
+  auth.mutable_authenticate()->set_password(options.password);
+  auto auth_ok = raw->Call(std::move(auth));
+  if (!auth_ok.ok()) return auth_ok.status();
+  raw->connection_id = auth_ok->authenticate_ok().connection_id();
+  return client;
+}
+
+void Client::Close() {
+  if (impl_) impl_->Stop();
+}
+
+bool Client::connected() const {
+  std::lock_guard lock(impl_->mu);
+  return !impl_->disconnected;
+}
+
+uint64_t Client::connection_id() const { return impl_->connection_id; }
+uint64_t Client::max_message_bytes() const { return impl_->max_message_bytes; }
+
+Status Client::Ping() {
+  pb::Frame frame;
+  frame.mutable_ping()->set_nonce(42);
+  return impl_->CallStatus(std::move(frame));
+}
+
+// --- Topology -----------------------------------------------------------------------------------
+
+Status Client::DeclareExchange(const ExchangeSpec& spec) {
+  pb::Frame frame;
+  auto* d = frame.mutable_declare_exchange();
+  d->set_name(spec.name);
+  d->set_type(protocol::ToWire(spec.type));
+  d->set_durable(spec.durable);
+  d->set_auto_delete(spec.auto_delete);
+  d->set_alternate_exchange(spec.alternate_exchange);
+  d->set_passive(spec.passive);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::DeleteExchange(const std::string& name, bool if_unused) {
+  pb::Frame frame;
+  frame.mutable_delete_exchange()->set_name(name);
+  frame.mutable_delete_exchange()->set_if_unused(if_unused);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<QueueInfo> Client::DeclareQueue(const QueueSpec& spec) {
+  pb::Frame frame;
+  auto* d = frame.mutable_declare_queue();
+  d->set_name(spec.name);
+  d->set_durable(spec.durable);
+  d->set_exclusive(spec.exclusive);
+  d->set_auto_delete(spec.auto_delete);
+  d->set_passive(spec.passive);
+  protocol::ToWire(spec.arguments, d->mutable_arguments());
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  const auto& ok = reply->declare_queue_ok();
+  QueueInfo info;
+  info.name = ok.name();
+  info.durable = spec.durable;
+  info.exclusive = spec.exclusive;
+  info.auto_delete = spec.auto_delete;
+  info.ready = ok.ready();
+  info.in_flight = ok.in_flight();
+  info.consumers = ok.consumers();
+  return info;
+}
+
+Result<uint64_t> Client::DeleteQueue(const std::string& name, bool if_unused, bool if_empty) {
+  pb::Frame frame;
+  auto* d = frame.mutable_delete_queue();
+  d->set_name(name);
+  d->set_if_unused(if_unused);
+  d->set_if_empty(if_empty);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return reply->delete_queue_ok().messages_deleted();
+}
+
+Result<uint64_t> Client::PurgeQueue(const std::string& name) {
+  pb::Frame frame;
+  frame.mutable_purge_queue()->set_name(name);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return reply->purge_queue_ok().messages_purged();
+}
+
+namespace {
+template <typename WireBinding>
+void FillBinding(const BindingSpec& spec, WireBinding* b) {
+  b->set_queue(spec.queue);
+  b->set_exchange(spec.exchange);
+  b->set_routing_key(spec.routing_key);
+  protocol::ToWire(spec.arguments, b->mutable_arguments());
+}
+}  // namespace
+
+Status Client::Bind(const BindingSpec& binding) {
+  pb::Frame frame;
+  FillBinding(binding, frame.mutable_bind());
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::Unbind(const BindingSpec& binding) {
+  pb::Frame frame;
+  FillBinding(binding, frame.mutable_unbind());
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<std::vector<QueueInfo>> Client::ListQueues(const std::string& prefix) {
+  pb::Frame frame;
+  frame.mutable_list_queues()->set_prefix(prefix);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<QueueInfo> out;
+  for (const auto& q : reply->list_queues_ok().queues()) out.push_back(protocol::FromWire(q));
+  return out;
+}
+
+Result<std::vector<ExchangeInfo>> Client::ListExchanges() {
+  pb::Frame frame;
+  frame.mutable_list_exchanges();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ExchangeInfo> out;
+  for (const auto& e : reply->list_exchanges_ok().exchanges()) {
+    out.push_back(protocol::FromWire(e));
+  }
+  return out;
+}
+
+// --- Publish ------------------------------------------------------------------------------------
+
+namespace {
+pb::Frame PublishFrame(const std::string& exchange, const std::string& routing_key,
+                       const Message& message, PublishOptions options) {
+  pb::Frame frame;
+  auto* p = frame.mutable_publish();
+  p->set_exchange(exchange);
+  p->set_routing_key(routing_key);
+  p->set_mandatory(options.mandatory);
+  protocol::ToWire(message, p->mutable_message());
+  return frame;
+}
+}  // namespace
+
+void Client::PublishAsync(const std::string& exchange, const std::string& routing_key,
+                          const Message& message, PublishCallback done, PublishOptions options) {
+  pb::Frame frame = PublishFrame(exchange, routing_key, message, options);
+  impl_->Send(frame, [done = std::move(done)](Result<pb::Frame> reply) {
+    if (!reply.ok()) return done(reply.status());
+    PublishResult result;
+    result.message_id = reply->publish_ok().message_id();
+    result.routed_queues = reply->publish_ok().routed_queues();
+    done(result);
+  });
+}
+
+std::future<Result<PublishResult>> Client::PublishAsync(const std::string& exchange,
+                                                        const std::string& routing_key,
+                                                        const Message& message,
+                                                        PublishOptions options) {
+  auto promise = std::make_shared<std::promise<Result<PublishResult>>>();
+  auto future = promise->get_future();
+  PublishAsync(
+      exchange, routing_key, message,
+      [promise](Result<PublishResult> r) { promise->set_value(std::move(r)); }, options);
+  return future;
+}
+
+Result<PublishResult> Client::Publish(const std::string& exchange, const std::string& routing_key,
+                                      const Message& message, PublishOptions options) {
+  auto reply = impl_->Call(PublishFrame(exchange, routing_key, message, options));
+  if (!reply.ok()) return reply.status();
+  PublishResult result;
+  result.message_id = reply->publish_ok().message_id();
+  result.routed_queues = reply->publish_ok().routed_queues();
+  return result;
+}
+
+void Client::PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
+                              const Message& message, PublishOptions options) {
+  pb::Frame frame = PublishFrame(exchange, routing_key, message, options);
+  impl_->Send(frame, nullptr);
+}
+
+// --- Consume ------------------------------------------------------------------------------------
+
+Result<std::string> Client::Subscribe(const std::string& queue, uint32_t prefetch,
+                                      DeliveryHandler handler, const std::string& consumer_tag,
+                                      bool exclusive) {
+  // Register the handler before the broker can deliver: deliveries may follow the reply
+  // immediately, on the I/O thread, before this thread wakes up.
+  auto shared = std::make_shared<DeliveryHandler>(std::move(handler));
+  pb::Frame frame;
+  auto* s = frame.mutable_subscribe();
+  s->set_queue(queue);
+  s->set_prefetch(prefetch);
+  s->set_exclusive(exclusive);
+  s->set_consumer_tag(consumer_tag);
+  auto promise = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = promise->get_future();
+  Impl* impl = impl_.get();
+  if (impl->OnIoThread()) {
+    return Status(StatusCode::kFailedPrecondition, "Subscribe from a client callback");
+  }
+  impl->Send(frame, [impl, shared, promise](Result<pb::Frame> reply) {
+    if (!reply.ok()) return promise->set_value(reply.status());
+    std::string tag = reply->subscribe_ok().consumer_tag();
+    {
+      std::lock_guard lock(impl->mu);
+      impl->consumers[tag] = shared;  // runs on the I/O thread, before any delivery is read
+    }
+    promise->set_value(tag);
+  });
+  if (future.wait_for(impl->options.request_timeout) != std::future_status::ready) {
+    return Status(StatusCode::kDeadlineExceeded, "no answer to Subscribe in time");
+  }
+  return future.get();
+}
+
+Status Client::Cancel(const std::string& consumer_tag) {
+  pb::Frame frame;
+  frame.mutable_cancel()->set_consumer_tag(consumer_tag);
+  Status s = impl_->CallStatus(std::move(frame));
+  if (s.ok()) {
+    std::lock_guard lock(impl_->mu);
+    impl_->consumers.erase(consumer_tag);
+  }
+  return s;
+}
+
+Result<std::vector<Delivery>> Client::Receive(const std::string& queue, uint32_t max_messages,
+                                              std::chrono::milliseconds wait) {
+  pb::Frame frame;
+  auto* r = frame.mutable_receive();
+  r->set_queue(queue);
+  r->set_max_messages(max_messages);
+  r->set_wait_ms(static_cast<uint32_t>(wait.count()));
+  auto reply = impl_->Call(std::move(frame), wait);
+  if (!reply.ok()) return reply.status();
+  std::vector<Delivery> out;
+  for (auto& d : *reply->mutable_receive_ok()->mutable_deliveries()) {
+    out.push_back(FromWireDelivery(&d));
+  }
+  return out;
+}
+
+namespace {
+pb::Frame SettleFrame(int kind, uint64_t tag, bool multiple, bool requeue) {
+  pb::Frame frame;
+  if (kind == 0) {
+    frame.mutable_ack()->set_delivery_tag(tag);
+    frame.mutable_ack()->set_multiple(multiple);
+  } else if (kind == 1) {
+    frame.mutable_nack()->set_delivery_tag(tag);
+    frame.mutable_nack()->set_multiple(multiple);
+    frame.mutable_nack()->set_requeue(requeue);
+  } else {
+    frame.mutable_reject()->set_delivery_tag(tag);
+    frame.mutable_reject()->set_requeue(requeue);
+  }
+  return frame;
+}
+}  // namespace
+
+void Client::Ack(uint64_t tag, bool multiple) {
+  pb::Frame frame = SettleFrame(0, tag, multiple, false);
+  impl_->Send(frame, nullptr);
+}
+void Client::Nack(uint64_t tag, bool multiple, bool requeue) {
+  pb::Frame frame = SettleFrame(1, tag, multiple, requeue);
+  impl_->Send(frame, nullptr);
+}
+void Client::Reject(uint64_t tag, bool requeue) {
+  pb::Frame frame = SettleFrame(2, tag, false, requeue);
+  impl_->Send(frame, nullptr);
+}
+Status Client::AckSync(uint64_t tag, bool multiple) {
+  return impl_->CallStatus(SettleFrame(0, tag, multiple, false));
+}
+Status Client::NackSync(uint64_t tag, bool multiple, bool requeue) {
+  return impl_->CallStatus(SettleFrame(1, tag, multiple, requeue));
+}
+Status Client::RejectSync(uint64_t tag, bool requeue) {
+  return impl_->CallStatus(SettleFrame(2, tag, false, requeue));
+}
+
+// --- Events -------------------------------------------------------------------------------------
+
+void Client::SetReturnHandler(ReturnHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  impl_->on_return = std::move(handler);
+}
+void Client::SetErrorHandler(ErrorHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  impl_->on_error = std::move(handler);
+}
+void Client::SetCancelHandler(CancelHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  impl_->on_cancel = std::move(handler);
+}
+
+}  // namespace wharf

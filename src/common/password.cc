@@ -1,0 +1,109 @@
+#include "common/password.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <charconv>
+#include <optional>
+#include <vector>
+
+namespace wharf {
+namespace {
+
+constexpr std::string_view kScheme = "pbkdf2-sha256";
+constexpr size_t kSaltBytes = 16;
+constexpr size_t kKeyBytes = 32;
+constexpr uint32_t kMaxIterations = 10'000'000;
+
+std::string ToHex(const unsigned char* data, size_t n) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kHex[data[i] >> 4];
+    out += kHex[data[i] & 15];
+  }
+  return out;
+}
+
+std::optional<std::vector<unsigned char>> FromHex(std::string_view hex) {
+  if (hex.empty() || hex.size() % 2 != 0) return std::nullopt;
+  std::vector<unsigned char> out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    unsigned value = 0;
+    auto [p, ec] = std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, value, 16);
+    if (ec != std::errc() || p != hex.data() + 2 * i + 2) return std::nullopt;
+    out[i] = static_cast<unsigned char>(value);
+  }
+  return out;
+}
+
+struct Parsed {
+  uint32_t iterations;
+  std::vector<unsigned char> salt;
+  std::vector<unsigned char> key;
+};
+
+std::optional<Parsed> Parse(std::string_view encoded) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = encoded.find('$', start);
+    parts.push_back(encoded.substr(start, pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  if (parts.size() != 4 || parts[0] != kScheme) return std::nullopt;
+  Parsed parsed{};
+  auto [p, ec] =
+      std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), parsed.iterations);
+  if (ec != std::errc() || p != parts[1].data() + parts[1].size() || parsed.iterations == 0 ||
+      parsed.iterations > kMaxIterations) {
+    return std::nullopt;
+  }
+  auto salt = FromHex(parts[2]);
+  auto key = FromHex(parts[3]);
+  if (!salt || !key || key->size() != kKeyBytes) return std::nullopt;
+  parsed.salt = std::move(*salt);
+  parsed.key = std::move(*key);
+  return parsed;
+}
+
+bool Derive(std::string_view password, const unsigned char* salt, size_t salt_len,
+            uint32_t iterations, unsigned char* out) {
+  return PKCS5_PBKDF2_HMAC(password.data(), static_cast<int>(password.size()), salt,
+                           static_cast<int>(salt_len), static_cast<int>(iterations), EVP_sha256(),
+                           static_cast<int>(kKeyBytes), out) == 1;
+}
+
+}  // namespace
+
+std::string HashPassword(std::string_view password, uint32_t iterations) {
+  unsigned char salt[kSaltBytes];
+  unsigned char key[kKeyBytes];
+  if (RAND_bytes(salt, sizeof salt) != 1 || !Derive(password, salt, sizeof salt, iterations, key)) {
+    return "";
+  }
+  return std::string(kScheme) + "$" + std::to_string(iterations) + "$" + ToHex(salt, sizeof salt) +
+         "$" + ToHex(key, sizeof key);
+}
+
+Status ValidatePasswordHash(std::string_view encoded) {
+  if (Parse(encoded)) return Status::Ok();
+  return Status(StatusCode::kInvalidConfig,
+                "password_hash is not 'pbkdf2-sha256$<iterations>$<salt hex>$<key hex>' "
+                "(make one with 'wharfctl hash-password')");
+}
+
+bool VerifyPassword(std::string_view password, std::string_view encoded) {
+  auto parsed = Parse(encoded);
+  if (!parsed) return false;
+  unsigned char key[kKeyBytes];
+  if (!Derive(password, parsed->salt.data(), parsed->salt.size(), parsed->iterations, key)) {
+    return false;
+  }
+  return CRYPTO_memcmp(key, parsed->key.data(), kKeyBytes) == 0;
+}
+
+}  // namespace wharf

@@ -1,0 +1,439 @@
+// wharfctl: the admin CLI. A first cut: declare, bind, publish, consume, list; plus
+// hash-password for the config file. Exit codes: 0 success, 1 the broker refused or failed,
+// 2 bad usage, 3 cannot connect.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/password.h"
+#include "wharf/client.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: wharfctl [--server HOST:PORT] [--user U --password P] COMMAND [ARGS]
+
+Without --user, wharfctl logs in as the built-in loopback user (guest).
+Default server: 127.0.0.1:5680.
+
+Commands:
+  queues [--prefix P] [--json]          list queues (ready, in flight, consumers)
+  exchanges [--json]                    list exchanges
+  declare-queue NAME [--transient] [--exclusive] [--auto-delete]
+  delete-queue NAME [--if-unused] [--if-empty]
+  purge-queue NAME
+  declare-exchange NAME TYPE [--transient] [--auto-delete] [--alternate EXCHANGE]
+                                        TYPE is direct, fanout, topic or headers
+  delete-exchange NAME [--if-unused]
+  bind QUEUE EXCHANGE [KEY] [--header K=V]... [--match all|any]
+  unbind QUEUE EXCHANGE [KEY] [--header K=V]... [--match all|any]
+  publish EXCHANGE ROUTING_KEY [BODY] [--persistent] [--mandatory] [--header K=V]...
+          [--count N] [--content-type T] [--ttl MS]
+                                        BODY '-' or absent: read it from stdin
+  consume QUEUE [--count N] [--wait SECONDS] [--requeue] [--json]
+                                        take up to N messages (default 1), print and ack them
+                                        (--requeue: nack them back instead)
+  hash-password [PASSWORD]              print a password_hash for the config (stdin if absent)
+)";
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;  // --name value
+  std::map<std::string, bool> flags;           // --name
+  std::vector<std::string> headers;            // --header K=V, repeatable
+};
+
+const std::vector<std::string> kValueOptions = {"--prefix", "--alternate",    "--match", "--count",
+                                                "--wait",   "--content-type", "--ttl"};
+
+bool ParseArgs(const std::vector<std::string>& in, Args* out, std::string* error) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& a = in[i];
+    if (a == "--header") {
+      if (i + 1 >= in.size()) return *error = "--header needs K=V", false;
+      out->headers.push_back(in[++i]);
+    } else if (std::find(kValueOptions.begin(), kValueOptions.end(), a) != kValueOptions.end()) {
+      if (i + 1 >= in.size()) return *error = a + " needs a value", false;
+      out->options[a] = in[++i];
+    } else if (a.starts_with("--") && a.size() > 2) {
+      out->flags[a] = true;
+    } else {
+      out->positional.push_back(a);
+    }
+  }
+  return true;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// K=V: V is an integer if it parses as one, true/false as bool, else a string.
+bool ParseHeader(const std::string& kv, wharf::Headers* headers, std::string* error) {
+  size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) return *error = "header '" + kv + "' is not K=V", false;
+  std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  char* end = nullptr;
+  long long n = std::strtoll(value.c_str(), &end, 10);
+  if (!value.empty() && end && *end == '\0') {
+    (*headers)[key] = static_cast<int64_t>(n);
+  } else if (value == "true" || value == "false") {
+    (*headers)[key] = value == "true";
+  } else {
+    (*headers)[key] = value;
+  }
+  return true;
+}
+
+int Refused(const wharf::Status& status) {
+  std::fprintf(stderr, "wharfctl: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "wharfctl: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+int HashPassword(const Args& args) {
+  std::string password;
+  if (!args.positional.empty()) {
+    password = args.positional[0];
+  } else {
+    std::getline(std::cin, password);
+  }
+  if (password.empty()) return Usage("hash-password needs a non-empty password");
+  std::puts(wharf::HashPassword(password).c_str());
+  return 0;
+}
+
+int ListQueues(wharf::Client& client, const Args& args) {
+  auto queues =
+      client.ListQueues(args.options.count("--prefix") ? args.options.at("--prefix") : "");
+  if (!queues.ok()) return Refused(queues.status());
+  if (args.flags.count("--json")) {
+    std::string out = "[";
+    for (size_t i = 0; i < queues->size(); ++i) {
+      const auto& q = (*queues)[i];
+      out += (i ? ",\n " : "") + std::string("{\"name\":") + JsonString(q.name) +
+             ",\"durable\":" + (q.durable ? "true" : "false") +
+             ",\"exclusive\":" + (q.exclusive ? "true" : "false") +
+             ",\"auto_delete\":" + (q.auto_delete ? "true" : "false") +
+             ",\"ready\":" + std::to_string(q.ready) +
+             ",\"in_flight\":" + std::to_string(q.in_flight) +
+             ",\"consumers\":" + std::to_string(q.consumers) +
+             ",\"published_total\":" + std::to_string(q.published_total) +
+             ",\"delivered_total\":" + std::to_string(q.delivered_total) +
+             ",\"acked_total\":" + std::to_string(q.acked_total) + "}";
+    }
+    std::puts((out + "]").c_str());
+    return 0;
+  }
+  std::printf("%-32s %10s %10s %10s  %s\n", "NAME", "READY", "IN_FLIGHT", "CONSUMERS", "FLAGS");
+  for (const auto& q : *queues) {
+    std::string flags = q.durable ? "durable" : "transient";
+    if (q.exclusive) flags += ",exclusive";
+    if (q.auto_delete) flags += ",auto-delete";
+    std::printf("%-32s %10llu %10llu %10u  %s\n", q.name.c_str(),
+                static_cast<unsigned long long>(q.ready),
+                static_cast<unsigned long long>(q.in_flight), q.consumers, flags.c_str());
+  }
+  return 0;
+}
+
+int ListExchanges(wharf::Client& client, const Args& args) {
+  auto exchanges = client.ListExchanges();
+  if (!exchanges.ok()) return Refused(exchanges.status());
+  bool json = args.flags.count("--json") > 0;
+  std::string out = "[";
+  if (!json) std::printf("%-32s %-8s %8s  %s\n", "NAME", "TYPE", "BINDINGS", "FLAGS");
+  for (size_t i = 0; i < exchanges->size(); ++i) {
+    const auto& e = (*exchanges)[i];
+    std::string type(wharf::ExchangeTypeName(e.type));
+    if (json) {
+      out += (i ? ",\n " : "") + std::string("{\"name\":") + JsonString(e.name) +
+             ",\"type\":" + JsonString(type) + ",\"durable\":" + (e.durable ? "true" : "false") +
+             ",\"bindings\":" + std::to_string(e.bindings) +
+             ",\"alternate_exchange\":" + JsonString(e.alternate_exchange) + "}";
+    } else {
+      std::string flags = e.durable ? "durable" : "transient";
+      if (e.auto_delete) flags += ",auto-delete";
+      if (!e.alternate_exchange.empty()) flags += ",alternate=" + e.alternate_exchange;
+      std::printf("%-32s %-8s %8u  %s\n", e.name.empty() ? "(default)" : e.name.c_str(),
+                  type.c_str(), e.bindings, flags.c_str());
+    }
+  }
+  if (json) std::puts((out + "]").c_str());
+  return 0;
+}
+
+int Binding(wharf::Client& client, const Args& args, bool bind) {
+  if (args.positional.size() < 2) return Usage("bind/unbind need QUEUE EXCHANGE [KEY]");
+  wharf::BindingSpec spec;
+  spec.queue = args.positional[0];
+  spec.exchange = args.positional[1];
+  if (args.positional.size() > 2) spec.routing_key = args.positional[2];
+  std::string error;
+  for (const auto& h : args.headers) {
+    if (!ParseHeader(h, &spec.arguments, &error)) return Usage(error);
+  }
+  if (args.options.count("--match")) spec.arguments["x-match"] = args.options.at("--match");
+  wharf::Status s = bind ? client.Bind(spec) : client.Unbind(spec);
+  if (!s.ok()) return Refused(s);
+  std::printf("%s queue '%s' %s exchange '%s' with key '%s'\n", bind ? "bound" : "unbound",
+              spec.queue.c_str(), bind ? "to" : "from", spec.exchange.c_str(),
+              spec.routing_key.c_str());
+  return 0;
+}
+
+int Publish(wharf::Client& client, const Args& args) {
+  if (args.positional.size() < 2) return Usage("publish needs EXCHANGE ROUTING_KEY [BODY]");
+  wharf::Message message;
+  if (args.positional.size() > 2 && args.positional[2] != "-") {
+    message.body = args.positional[2];
+  } else {
+    message.body.assign(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  message.persistent = args.flags.count("--persistent") > 0;
+  std::string error;
+  for (const auto& h : args.headers) {
+    if (!ParseHeader(h, &message.headers, &error)) return Usage(error);
+  }
+  if (args.options.count("--content-type")) {
+    message.properties.content_type = args.options.at("--content-type");
+  }
+  if (args.options.count("--ttl")) {
+    message.properties.expiration_ms = std::stoull(args.options.at("--ttl"));
+  }
+  wharf::PublishOptions options;
+  options.mandatory = args.flags.count("--mandatory") > 0;
+  bool returned = false;
+  client.SetReturnHandler([&returned](wharf::ReturnedMessage r) {
+    returned = true;
+    std::fprintf(stderr, "wharfctl: message returned: %s\n", r.reason.ToString().c_str());
+  });
+  long count = args.options.count("--count") ? std::stol(args.options.at("--count")) : 1;
+  std::vector<std::future<wharf::Result<wharf::PublishResult>>> confirms;
+  for (long i = 0; i < count; ++i) {
+    confirms.push_back(
+        client.PublishAsync(args.positional[0], args.positional[1], message, options));
+  }
+  uint64_t routed_nowhere = 0;
+  for (auto& f : confirms) {
+    auto r = f.get();
+    if (!r.ok()) return Refused(r.status());
+    if (r->routed_queues == 0) ++routed_nowhere;
+    if (count == 1) {
+      std::printf("published message %016llx to %u queue(s)\n",
+                  static_cast<unsigned long long>(r->message_id), r->routed_queues);
+    }
+  }
+  if (count != 1) std::printf("published %ld messages\n", count);
+  if (routed_nowhere > 0) {
+    std::fprintf(stderr, "wharfctl: %llu message(s) reached no queue%s\n",
+                 static_cast<unsigned long long>(routed_nowhere),
+                 returned ? " and were returned" : "");
+  }
+  return 0;
+}
+
+int Consume(wharf::Client& client, const Args& args) {
+  if (args.positional.empty()) return Usage("consume needs QUEUE");
+  long count = args.options.count("--count") ? std::stol(args.options.at("--count")) : 1;
+  double wait_s = args.options.count("--wait") ? std::stod(args.options.at("--wait")) : 1.0;
+  bool json = args.flags.count("--json") > 0;
+  bool requeue = args.flags.count("--requeue") > 0;
+  long taken = 0;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<long>(wait_s * 1000));
+  while (taken < count) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) left = std::chrono::milliseconds(0);
+    auto batch = client.Receive(args.positional[0],
+                                static_cast<uint32_t>(std::min<long>(count - taken, 1000)), left);
+    if (!batch.ok()) return Refused(batch.status());
+    if (batch->empty()) break;
+    for (const auto& d : *batch) {
+      if (json) {
+        std::string headers = "{";
+        for (const auto& [k, v] : d.message.headers) {
+          headers += (headers.size() > 1 ? "," : "") + JsonString(k) + ":" +
+                     JsonString(wharf::HeaderValueToString(v));
+        }
+        std::printf(
+            "{\"message_id\":\"%016llx\",\"queue\":%s,\"exchange\":%s,\"routing_key\":%s,"
+            "\"receive_count\":%u,\"redelivered\":%s,\"headers\":%s,\"body\":%s}\n",
+            static_cast<unsigned long long>(d.message.id), JsonString(d.queue).c_str(),
+            JsonString(d.exchange).c_str(), JsonString(d.routing_key).c_str(), d.receive_count,
+            d.redelivered ? "true" : "false", headers.c_str(), JsonString(d.message.body).c_str());
+      } else {
+        std::printf("%s\n", d.message.body.c_str());
+      }
+      wharf::Status s =
+          requeue ? client.NackSync(d.delivery_tag, false, true) : client.AckSync(d.delivery_tag);
+      if (!s.ok()) return Refused(s);
+      ++taken;
+    }
+  }
+  if (taken == 0)
+    std::fprintf(stderr, "wharfctl: no message in queue '%s'\n", args.positional[0].c_str());
+  return 0;
+}
+
+int RunCommand(wharf::Client& client, const std::string& command, const Args& args) {
+  const auto& p = args.positional;
+  if (command == "queues") return ListQueues(client, args);
+  if (command == "exchanges") return ListExchanges(client, args);
+  if (command == "declare-queue") {
+    if (p.empty()) return Usage("declare-queue needs NAME");
+    wharf::QueueSpec spec;
+    spec.name = p[0];
+    spec.durable = !args.flags.count("--transient");
+    spec.exclusive = args.flags.count("--exclusive") > 0;
+    spec.auto_delete = args.flags.count("--auto-delete") > 0;
+    auto info = client.DeclareQueue(spec);
+    if (!info.ok()) return Refused(info.status());
+    std::printf("queue '%s' declared (ready %llu, consumers %u)\n", info->name.c_str(),
+                static_cast<unsigned long long>(info->ready), info->consumers);
+    return 0;
+  }
+  if (command == "delete-queue") {
+    if (p.empty()) return Usage("delete-queue needs NAME");
+    auto n = client.DeleteQueue(p[0], args.flags.count("--if-unused") > 0,
+                                args.flags.count("--if-empty") > 0);
+    if (!n.ok()) return Refused(n.status());
+    std::printf("queue '%s' deleted with %llu messages\n", p[0].c_str(),
+                static_cast<unsigned long long>(*n));
+    return 0;
+  }
+  if (command == "purge-queue") {
+    if (p.empty()) return Usage("purge-queue needs NAME");
+    auto n = client.PurgeQueue(p[0]);
+    if (!n.ok()) return Refused(n.status());
+    std::printf("purged %llu messages from '%s'\n", static_cast<unsigned long long>(*n),
+                p[0].c_str());
+    return 0;
+  }
+  if (command == "declare-exchange") {
+    if (p.size() < 2) return Usage("declare-exchange needs NAME TYPE");
+    auto type = wharf::ParseExchangeType(p[1]);
+    if (!type) return Usage("exchange type must be direct, fanout, topic or headers");
+    wharf::ExchangeSpec spec;
+    spec.name = p[0];
+    spec.type = *type;
+    spec.durable = !args.flags.count("--transient");
+    spec.auto_delete = args.flags.count("--auto-delete") > 0;
+    if (args.options.count("--alternate")) spec.alternate_exchange = args.options.at("--alternate");
+    wharf::Status s = client.DeclareExchange(spec);
+    if (!s.ok()) return Refused(s);
+    std::printf("exchange '%s' (%s) declared\n", spec.name.c_str(), p[1].c_str());
+    return 0;
+  }
+  if (command == "delete-exchange") {
+    if (p.empty()) return Usage("delete-exchange needs NAME");
+    wharf::Status s = client.DeleteExchange(p[0], args.flags.count("--if-unused") > 0);
+    if (!s.ok()) return Refused(s);
+    std::printf("exchange '%s' deleted\n", p[0].c_str());
+    return 0;
+  }
+  if (command == "bind") return Binding(client, args, true);
+  if (command == "unbind") return Binding(client, args, false);
+  if (command == "publish") return Publish(client, args);
+  if (command == "consume") return Consume(client, args);
+  return Usage("unknown command '" + command + "'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  wharf::ClientOptions options;
+  options.client_name = "wharfctl";
+  std::vector<std::string> rest;
+  bool user_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (rest.empty() && a == "--server") {
+      const char* v = value();
+      if (!v) return Usage("--server needs HOST:PORT");
+      std::string server = v;
+      size_t colon = server.rfind(':');
+      if (colon == std::string::npos) return Usage("--server needs HOST:PORT");
+      options.host = server.substr(0, colon);
+      try {
+        options.port = static_cast<uint16_t>(std::stoi(server.substr(colon + 1)));
+      } catch (...) {
+        return Usage("--server needs HOST:PORT");
+      }
+    } else if (rest.empty() && a == "--user") {
+      const char* v = value();
+      if (!v) return Usage("--user needs a value");
+      options.user = v;
+      user_given = true;
+    } else if (rest.empty() && a == "--password") {
+      const char* v = value();
+      if (!v) return Usage("--password needs a value");
+      options.password = v;
+    } else {
+      rest.push_back(a);
+    }
+  }
+  if (rest.empty()) return Usage("no command given");
+  std::string command = rest[0];
+  Args args;
+  std::string error;
+  if (!ParseArgs({rest.begin() + 1, rest.end()}, &args, &error)) return Usage(error);
+  if (command == "hash-password") return HashPassword(args);
+  if (user_given && options.password == "guest" && options.user != "guest") {
+    return Usage("--user needs --password");
+  }
+  try {
+    auto client = wharf::Client::Connect(options);
+    if (!client.ok()) {
+      std::fprintf(stderr, "wharfctl: %s\n", client.status().ToString().c_str());
+      return client.status().code() == wharf::StatusCode::kUnavailable ? 3 : 1;
+    }
+    int rc = RunCommand(**client, command, args);
+    (*client)->Close();
+    return rc;
+  } catch (const std::exception& e) {
+    return Usage(std::string("bad argument: ") + e.what());
+  }
+}

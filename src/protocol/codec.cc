@@ -1,0 +1,194 @@
+#include "protocol/codec.h"
+
+#include "net/frame.h"
+
+namespace wharf::protocol {
+
+void AppendFrame(const wire::Frame& frame, std::string* out) {
+  size_t size = frame.ByteSizeLong();
+  net::AppendFrameHeader(static_cast<uint32_t>(size), out);
+  size_t offset = out->size();
+  out->resize(offset + size);
+  frame.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + offset));
+}
+
+void ToWire(const Headers& headers, google::protobuf::Map<std::string, wire::HeaderValue>* out) {
+  for (const auto& [key, value] : headers) {
+    wire::HeaderValue& v = (*out)[key];
+    std::visit(
+        [&v](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool>) v.set_bool_value(x);
+          if constexpr (std::is_same_v<T, int64_t>) v.set_int_value(x);
+          if constexpr (std::is_same_v<T, double>) v.set_double_value(x);
+          if constexpr (std::is_same_v<T, std::string>) v.set_string_value(x);
+          if constexpr (std::is_same_v<T, Bytes>) v.set_bytes_value(x.data);
+        },
+        value);
+  }
+}
+
+namespace {
+
+std::optional<HeaderValue> ValueFromWire(const wire::HeaderValue& v) {
+  switch (v.kind_case()) {
+    case wire::HeaderValue::kBoolValue:
+      return HeaderValue(v.bool_value());
+    case wire::HeaderValue::kIntValue:
+      return HeaderValue(int64_t{v.int_value()});
+    case wire::HeaderValue::kDoubleValue:
+      return HeaderValue(v.double_value());
+    case wire::HeaderValue::kStringValue:
+      return HeaderValue(v.string_value());
+    case wire::HeaderValue::kBytesValue:
+      return HeaderValue(Bytes{v.bytes_value()});
+    case wire::HeaderValue::KIND_NOT_SET:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in, Headers* out) {
+  for (const auto& [key, v] : in) {
+    auto value = ValueFromWire(v);
+    if (!value) {
+      return Status(StatusCode::kInvalidArgument, "header '" + key + "' has no value set");
+    }
+    out->emplace(key, std::move(*value));
+  }
+  return Status::Ok();
+}
+
+void ToWire(const Message& message, wire::Message* out) {
+  out->set_id(message.id);
+  out->set_body(message.body);
+  ToWire(message.headers, out->mutable_headers());
+  const Properties& p = message.properties;
+  wire::Properties* wp = out->mutable_properties();
+  wp->set_message_id(p.message_id);
+  wp->set_correlation_id(p.correlation_id);
+  wp->set_reply_to(p.reply_to);
+  wp->set_content_type(p.content_type);
+  wp->set_content_encoding(p.content_encoding);
+  wp->set_timestamp_ms(p.timestamp_ms);
+  wp->set_priority(p.priority);
+  wp->set_expiration_ms(p.expiration_ms);
+  wp->set_type(p.type);
+  wp->set_app_id(p.app_id);
+  out->set_persistent(message.persistent);
+  out->set_published_at_ms(message.published_at_ms);
+}
+
+Message MoveFromWire(wire::Message* in) {
+  Message m;
+  m.id = in->id();
+  m.body = std::move(*in->mutable_body());
+  // Callers that must refuse a valueless header check with FromWire(headers) first.
+  for (const auto& [key, v] : in->headers()) {
+    if (auto value = ValueFromWire(v)) m.headers.emplace(key, std::move(*value));
+  }
+  wire::Properties* wp = in->mutable_properties();
+  Properties& p = m.properties;
+  p.message_id = std::move(*wp->mutable_message_id());
+  p.correlation_id = std::move(*wp->mutable_correlation_id());
+  p.reply_to = std::move(*wp->mutable_reply_to());
+  p.content_type = std::move(*wp->mutable_content_type());
+  p.content_encoding = std::move(*wp->mutable_content_encoding());
+  p.timestamp_ms = wp->timestamp_ms();
+  p.priority = wp->priority();
+  p.expiration_ms = wp->expiration_ms();
+  p.type = std::move(*wp->mutable_type());
+  p.app_id = std::move(*wp->mutable_app_id());
+  m.persistent = in->persistent();
+  m.published_at_ms = in->published_at_ms();
+  return m;
+}
+
+void ToWire(const Status& status, wire::Error* out) {
+  out->set_code(static_cast<wire::ErrorCode>(status.code()));
+  out->set_message(std::string(status.message()));
+}
+
+Status FromWire(const wire::Error& error) {
+  auto code = static_cast<StatusCode>(error.code());
+  if (code == StatusCode::kOk) code = StatusCode::kInternal;  // an Error always means failure
+  return Status(code, error.message());
+}
+
+wire::ExchangeType ToWire(ExchangeType type) {
+  return static_cast<wire::ExchangeType>(static_cast<int>(type));
+}
+
+std::optional<ExchangeType> FromWire(wire::ExchangeType type) {
+  switch (type) {
+    case wire::DIRECT:
+      return ExchangeType::kDirect;
+    case wire::FANOUT:
+      return ExchangeType::kFanout;
+    case wire::TOPIC:
+      return ExchangeType::kTopic;
+    case wire::HEADERS:
+      return ExchangeType::kHeaders;
+    default:
+      return std::nullopt;
+  }
+}
+
+void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
+  out->set_name(info.name);
+  out->set_durable(info.durable);
+  out->set_exclusive(info.exclusive);
+  out->set_auto_delete(info.auto_delete);
+  out->set_ready(info.ready);
+  out->set_in_flight(info.in_flight);
+  out->set_consumers(info.consumers);
+  out->set_published_total(info.published_total);
+  out->set_delivered_total(info.delivered_total);
+  out->set_acked_total(info.acked_total);
+}
+
+QueueInfo FromWire(const wire::QueueInfo& in) {
+  QueueInfo info;
+  info.name = in.name();
+  info.durable = in.durable();
+  info.exclusive = in.exclusive();
+  info.auto_delete = in.auto_delete();
+  info.ready = in.ready();
+  info.in_flight = in.in_flight();
+  info.consumers = in.consumers();
+  info.published_total = in.published_total();
+  info.delivered_total = in.delivered_total();
+  info.acked_total = in.acked_total();
+  return info;
+}
+
+void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out) {
+  out->set_name(info.name);
+  out->set_type(ToWire(info.type));
+  out->set_durable(info.durable);
+  out->set_auto_delete(info.auto_delete);
+  out->set_alternate_exchange(info.alternate_exchange);
+  out->set_bindings(info.bindings);
+}
+
+ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
+  ExchangeInfo info;
+  info.name = in.name();
+  info.type = FromWire(in.type()).value_or(ExchangeType::kDirect);
+  info.durable = in.durable();
+  info.auto_delete = in.auto_delete();
+  info.alternate_exchange = in.alternate_exchange();
+  info.bindings = in.bindings();
+  return info;
+}
+
+wire::Frame ErrorFrame(uint64_t request_id, const Status& status) {
+  wire::Frame frame;
+  frame.set_request_id(request_id);
+  ToWire(status, frame.mutable_error());
+  return frame;
+}
+
+}  // namespace wharf::protocol

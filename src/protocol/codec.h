@@ -1,0 +1,51 @@
+// protocol/codec.h
+//
+// Conversions between the wire types (wharf.wire.v1, generated from proto/) and Wharf's own
+// types (include/wharf/), plus frame encoding. Pure functions, no I/O. Shared by the server
+// and the client library.
+//
+// Thread safety: thread-safe (pure functions).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "wharf/message.h"
+#include "wharf/status.h"
+#include "wharf/types.h"
+#include "wharf/wire/v1/frame.pb.h"
+
+namespace wharf::protocol {
+
+namespace wire = ::wharf::wire::v1;
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Serializes `frame` with its length prefix onto `out`.
+void AppendFrame(const wire::Frame& frame, std::string* out);
+
+// Message <-> wire. ToWire copies; MoveFromWire steals the body and strings.
+void ToWire(const Message& message, wire::Message* out);
+Message MoveFromWire(wire::Message* in);
+
+void ToWire(const Headers& headers, google::protobuf::Map<std::string, wire::HeaderValue>* out);
+// kInvalidArgument when a header value has no kind set.
+Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in, Headers* out);
+
+// Status <-> wire Error. The numeric codes are the same by design (wharf/status.h).
+void ToWire(const Status& status, wire::Error* out);
+Status FromWire(const wire::Error& error);
+
+wire::ExchangeType ToWire(ExchangeType type);
+// nullopt for EXCHANGE_TYPE_UNSPECIFIED or an unknown value.
+std::optional<ExchangeType> FromWire(wire::ExchangeType type);
+
+void ToWire(const QueueInfo& info, wire::QueueInfo* out);
+QueueInfo FromWire(const wire::QueueInfo& in);
+void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out);
+ExchangeInfo FromWire(const wire::ExchangeInfo& in);
+
+// A frame carrying only an Error, for replies to request `request_id`.
+wire::Frame ErrorFrame(uint64_t request_id, const Status& status);
+
+}  // namespace wharf::protocol

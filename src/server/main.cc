@@ -1,0 +1,127 @@
+// wharfd: the Wharf broker daemon. Parses flags and the config file, sets up logging, starts
+// the Server and stops it cleanly on SIGINT or SIGTERM. The only top-level catch lives here.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <asio.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "server/options.h"
+#include "server/server.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: wharfd [options]
+
+  --config FILE       TOML config file (see config/wharfd.toml); built-in defaults without it
+  --listen HOST:PORT  address to listen on (default 127.0.0.1:5680; port 0 picks a free one)
+  --data-dir DIR      where the broker keeps its data (default ./data)
+  --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
+  --ready-file FILE   write "host:port" to FILE once listening
+  --version           print the version and exit
+  --help              print this help and exit
+
+Flags override the config file. Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage.
+)";
+
+int Fail(const std::string& message, int code) {
+  spdlog::critical("{}", message);
+  return code;
+}
+
+int Run(int argc, char** argv) {
+  using wharf::server::ServerOptions;
+  ServerOptions options;
+  std::string config_path, listen, data_dir, log_level, ready_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    bool ok = true;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::puts("wharfd 0.1.0");
+      return 0;
+    } else if (arg == "--config") {
+      ok = value(&config_path);
+    } else if (arg == "--listen") {
+      ok = value(&listen);
+    } else if (arg == "--data-dir") {
+      ok = value(&data_dir);
+    } else if (arg == "--log-level") {
+      ok = value(&log_level);
+    } else if (arg == "--ready-file") {
+      ok = value(&ready_file);
+    } else {
+      std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "wharfd: option '%s' needs a value\n", arg.c_str());
+      return 2;
+    }
+  }
+
+  if (!config_path.empty()) {
+    wharf::Status s = wharf::server::LoadConfigFile(config_path, &options);
+    if (!s.ok()) return Fail(s.ToString(), 1);
+  }
+  if (!listen.empty()) {
+    wharf::Status s = wharf::server::ParseListenAddress(listen, &options);
+    if (!s.ok()) return Fail(s.ToString(), 2);
+  }
+  if (!data_dir.empty()) options.data_dir = data_dir;
+  if (!log_level.empty()) options.log_level = log_level;
+  if (!ready_file.empty()) options.ready_file = ready_file;
+  wharf::Status valid = wharf::server::ValidateOptions(options);
+  if (!valid.ok()) return Fail(valid.ToString(), 2);
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) return Fail("cannot create data_dir '" + options.data_dir + "': " + ec.message(), 1);
+
+  auto server = wharf::server::Server::Start(options);
+  if (!server.ok()) return Fail(server.status().ToString(), 1);
+
+  if (!options.ready_file.empty()) {
+    std::string tmp = options.ready_file + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << options.listen_host << ":" << (*server)->port() << "\n";
+    }
+    std::filesystem::rename(tmp, options.ready_file, ec);
+    if (ec) return Fail("cannot write ready file: " + ec.message(), 1);
+  }
+
+  asio::io_context signals_context(1);
+  asio::signal_set signals(signals_context, SIGINT, SIGTERM);
+  signals.async_wait([&](const asio::error_code& error, int signal) {
+    if (!error) spdlog::info("received {}, shutting down", strsignal(signal));
+  });
+  signals_context.run();
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("wharfd"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v");
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    spdlog::critical("fatal: {}", e.what());
+    return 1;
+  }
+}

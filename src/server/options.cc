@@ -1,0 +1,179 @@
+#include "server/options.h"
+
+#include <charconv>
+#include <set>
+#include <toml.hpp>
+
+#include "common/password.h"
+
+namespace wharf::server {
+namespace {
+
+Status ConfigError(const std::string& path, const std::string& what) {
+  return Status(StatusCode::kInvalidConfig, path + ": " + what);
+}
+
+// Rejects keys the schema does not know, so a typo is an error rather than a silent default.
+Status CheckKeys(const std::string& path, const std::string& table_name, const toml::value& table,
+                 const std::set<std::string>& known) {
+  for (const auto& [key, value] : table.as_table()) {
+    if (!known.contains(key)) {
+      return ConfigError(path, "unknown key '" + key + "' in [" + table_name + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status ReadInt(const std::string& path, const toml::value& table, const char* key, T min, T max,
+               T* out) {
+  if (!table.contains(key)) return Status::Ok();
+  const toml::value& v = table.at(key);
+  if (!v.is_integer()) return ConfigError(path, std::string(key) + " must be an integer");
+  auto n = v.as_integer();
+  if (n < static_cast<int64_t>(min) || static_cast<uint64_t>(n) > static_cast<uint64_t>(max)) {
+    return ConfigError(path, std::string(key) + " = " + std::to_string(n) + " is out of range " +
+                                 std::to_string(min) + ".." + std::to_string(max));
+  }
+  *out = static_cast<T>(n);
+  return Status::Ok();
+}
+
+Status ReadString(const std::string& path, const toml::value& table, const char* key,
+                  std::string* out) {
+  if (!table.contains(key)) return Status::Ok();
+  const toml::value& v = table.at(key);
+  if (!v.is_string()) return ConfigError(path, std::string(key) + " must be a string");
+  *out = v.as_string().str;
+  return Status::Ok();
+}
+
+Status ReadBool(const std::string& path, const toml::value& table, const char* key, bool* out) {
+  if (!table.contains(key)) return Status::Ok();
+  const toml::value& v = table.at(key);
+  if (!v.is_boolean()) return ConfigError(path, std::string(key) + " must be true or false");
+  *out = v.as_boolean();
+  return Status::Ok();
+}
+
+Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
+  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root, {"server", "limits", "auth"}));
+  for (const char* section : {"server", "limits", "auth"}) {
+    if (root.contains(section) && !root.at(section).is_table()) {
+      return ConfigError(path, std::string("[") + section + "] must be a table");
+    }
+  }
+  if (root.contains("server")) {
+    const toml::value& server = root.at("server");
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "server", server, {"listen", "data_dir", "log_level", "io_threads"}));
+    std::string listen;
+    WHARF_RETURN_IF_ERROR(ReadString(path, server, "listen", &listen));
+    if (!listen.empty()) {
+      Status s = ParseListenAddress(listen, options);
+      if (!s.ok()) return ConfigError(path, std::string(s.message()));
+    }
+    WHARF_RETURN_IF_ERROR(ReadString(path, server, "data_dir", &options->data_dir));
+    WHARF_RETURN_IF_ERROR(ReadString(path, server, "log_level", &options->log_level));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
+  }
+  if (root.contains("limits")) {
+    const toml::value& limits = root.at("limits");
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "limits", limits, {"max_message_bytes", "max_connections"}));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "max_message_bytes", 1, 512u << 20,
+                                            &options->max_message_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "max_connections", 1, 1'000'000,
+                                            &options->max_connections));
+  }
+  if (root.contains("auth")) {
+    const toml::value& auth = root.at("auth");
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth", auth, {"loopback_guest", "users"}));
+    WHARF_RETURN_IF_ERROR(ReadBool(path, auth, "loopback_guest", &options->loopback_guest));
+    if (auth.contains("users")) {
+      const toml::value& users = auth.at("users");
+      if (!users.is_array()) return ConfigError(path, "[[auth.users]] must be an array of tables");
+      for (const toml::value& user : users.as_array()) {
+        if (!user.is_table()) return ConfigError(path, "each [[auth.users]] must be a table");
+        WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth.users", user, {"name", "password_hash"}));
+        std::string name, hash;
+        WHARF_RETURN_IF_ERROR(ReadString(path, user, "name", &name));
+        WHARF_RETURN_IF_ERROR(ReadString(path, user, "password_hash", &hash));
+        if (name.empty()) return ConfigError(path, "a user in [[auth.users]] has no name");
+        Status valid = ValidatePasswordHash(hash);
+        if (!valid.ok()) {
+          return ConfigError(path, "user '" + name + "': " + std::string(valid.message()));
+        }
+        if (!options->users.emplace(name, hash).second) {
+          return ConfigError(path, "user '" + name + "' is listed twice");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, ServerOptions* options) {
+  toml::value root;
+  try {
+    root = toml::parse(path);
+  } catch (const std::exception& e) {
+    // toml11 throws for unreadable files and syntax errors alike; the message says which.
+    return ConfigError(path, e.what());
+  }
+  return Apply(path, root, options);
+}
+
+Status ParseListenAddress(const std::string& text, ServerOptions* options) {
+  std::string host;
+  std::string port;
+  if (text.starts_with("[")) {
+    size_t close = text.find("]:");
+    if (close == std::string::npos) {
+      return Status(StatusCode::kInvalidConfig,
+                    "listen address '" + text + "' must look like [::1]:5680");
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos) {
+      return Status(StatusCode::kInvalidConfig,
+                    "listen address '" + text + "' must look like HOST:PORT");
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  unsigned value = 0;
+  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (host.empty() || port.empty() || ec != std::errc() || p != port.data() + port.size() ||
+      value > 65535) {
+    return Status(StatusCode::kInvalidConfig,
+                  "listen address '" + text + "' must look like HOST:PORT with a port 0-65535");
+  }
+  options->listen_host = host;
+  options->listen_port = static_cast<uint16_t>(value);
+  return Status::Ok();
+}
+
+Status ValidateOptions(const ServerOptions& options) {
+  static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
+                                                "error", "critical", "off"};
+  if (!kLevels.contains(options.log_level)) {
+    return Status(StatusCode::kInvalidConfig,
+                  "log_level '" + options.log_level +
+                      "' must be one of trace, debug, info, warn, error, critical, off");
+  }
+  if (options.data_dir.empty()) {
+    return Status(StatusCode::kInvalidConfig, "data_dir must not be empty");
+  }
+  if (options.max_message_bytes == 0) {
+    return Status(StatusCode::kInvalidConfig, "max_message_bytes must be at least 1");
+  }
+  return Status::Ok();
+}
+
+}  // namespace wharf::server

@@ -1,0 +1,48 @@
+// server/options.h
+//
+// ServerOptions is everything wharfd can be told: built-in defaults, overridden by the TOML
+// config file, overridden by command-line flags. config/wharfd.toml documents every key.
+//
+// Thread safety: a plain value; built once at start-up, then read-only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "wharf/result.h"
+
+namespace wharf::server {
+
+inline constexpr uint16_t kDefaultPort = 5680;
+
+struct ServerOptions {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = kDefaultPort;  // 0 = any free port (tests)
+  std::string data_dir = "./data";
+  std::string log_level = "info";
+  uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 1
+  uint64_t max_message_bytes = 16u << 20;
+  uint32_t max_connections = 10'000;
+  uint32_t heartbeat_timeout_s = 0;  // reserved; 0 = off
+  // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
+  std::map<std::string, std::string> users;
+  // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
+  bool loopback_guest = true;
+  // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
+  std::string ready_file;
+
+  // Frames carry a body plus headers and properties; this is the largest frame payload taken.
+  uint64_t max_frame_bytes() const { return max_message_bytes + (1u << 20); }
+};
+
+// Reads a TOML config file over `options`. kInvalidConfig names the file, key and problem.
+Status LoadConfigFile(const std::string& path, ServerOptions* options);
+
+// Parses "host:port" (IPv6 as "[::1]:5680") into the listen fields. kInvalidConfig on error.
+Status ParseListenAddress(const std::string& text, ServerOptions* options);
+
+// Checks values that are bad whatever their source (a zero limit, an unknown log level).
+Status ValidateOptions(const ServerOptions& options);
+
+}  // namespace wharf::server

@@ -1,0 +1,183 @@
+#include "server/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "server/session.h"
+
+namespace wharf::server {
+
+Server::Server(const ServerOptions& options) : options_(options) {}
+
+Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  WHARF_RETURN_IF_ERROR(ValidateOptions(options));
+  std::unique_ptr<Server> server(new Server(options));
+  uint32_t io_threads = options.io_threads;
+  if (io_threads == 0) {
+    unsigned cores = std::max(2u, std::thread::hardware_concurrency());
+    io_threads = cores - 1;  // the broker thread takes one core
+  }
+  for (uint32_t i = 0; i < io_threads; ++i) {
+    server->io_contexts_.push_back(std::make_unique<asio::io_context>(1));
+  }
+  server->broker_context_ = std::make_unique<asio::io_context>(1);
+
+  broker::BrokerOptions broker_options;
+  broker_options.max_message_bytes = options.max_message_bytes;
+  server->broker_ = std::make_unique<broker::Broker>(broker_options, &server->clock_);
+  server->broker_timer_ = std::make_unique<asio::steady_timer>(*server->broker_context_);
+
+  Server* raw = server.get();
+  server->context_.options = &server->options_;
+  server->context_.broker = server->broker_.get();
+  server->context_.broker_context = server->broker_context_.get();
+  server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
+  server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
+
+  WHARF_RETURN_IF_ERROR(server->Listen());
+
+  for (auto& context : server->io_contexts_) {
+    server->work_guards_.push_back(asio::make_work_guard(*context));
+  }
+  server->work_guards_.push_back(asio::make_work_guard(*server->broker_context_));
+  server->threads_.emplace_back([raw] { raw->broker_context_->run(); });
+  for (auto& context : server->io_contexts_) {
+    server->threads_.emplace_back([ctx = context.get()] { ctx->run(); });
+  }
+  asio::post(*server->io_contexts_[0], [raw] { raw->Accept(); });
+  spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
+               server->port_, io_threads);
+  return server;
+}
+
+Status Server::Listen() {
+  asio::error_code ec;
+  auto address = asio::ip::make_address(options_.listen_host, ec);
+  if (ec) {
+    // Not a literal address: resolve it (e.g. "localhost").
+    asio::ip::tcp::resolver resolver(*io_contexts_[0]);
+    auto results = resolver.resolve(options_.listen_host, "", ec);
+    if (ec || results.empty()) {
+      return Status(StatusCode::kInvalidConfig,
+                    "cannot resolve listen host '" + options_.listen_host + "'");
+    }
+    address = results.begin()->endpoint().address();
+  }
+  asio::ip::tcp::endpoint endpoint(address, options_.listen_port);
+  acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(*io_contexts_[0]);
+  acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_->bind(endpoint, ec);
+  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status(StatusCode::kIoError, "cannot listen on " + options_.listen_host + ":" +
+                                            std::to_string(options_.listen_port) + ": " +
+                                            ec.message());
+  }
+  port_ = acceptor_->local_endpoint().port();
+  return Status::Ok();
+}
+
+void Server::Accept() {
+  asio::io_context& target = *io_contexts_[next_io_context_];
+  next_io_context_ = (next_io_context_ + 1) % io_contexts_.size();
+  acceptor_->async_accept(target, [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
+      spdlog::warn("accept failed: {}", ec.message());
+    } else {
+      uint64_t id = next_session_id_++;
+      auto session = std::make_shared<Session>(std::move(socket), id, &context_);
+      bool refuse = false;
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+        refuse = sessions_.size() >= options_.max_connections;
+        sessions_.emplace(id, session);
+      }
+      asio::post(session->executor(), [session, refuse, max = options_.max_connections] {
+        session->Start();
+        if (refuse) {
+          session->Refuse(Status(
+              StatusCode::kResourceExhausted,
+              "the broker already has its maximum of " + std::to_string(max) + " connections"));
+        }
+      });
+    }
+    Accept();
+  });
+}
+
+void Server::AfterBrokerWork() {
+  broker_->Flush();
+  auto next = broker_->NextDeadline();
+  if (!next || (armed_deadline_ && *armed_deadline_ <= *next)) return;
+  armed_deadline_ = next;
+  broker_timer_->expires_at(*next);
+  broker_timer_->async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    armed_deadline_.reset();
+    broker_->OnTimer();
+    AfterBrokerWork();
+  });
+}
+
+void Server::OnSessionClosed(uint64_t session_id) {
+  std::lock_guard lock(mu_);
+  sessions_.erase(session_id);
+  if (sessions_.empty()) sessions_cv_.notify_all();
+}
+
+void Server::Stop() {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (threads_.empty()) return;  // Start() failed before any thread ran
+    for (auto& [id, weak] : sessions_) {
+      if (auto session = weak.lock()) live.push_back(std::move(session));
+    }
+  }
+  spdlog::info("wharfd stopping: closing {} connections", live.size());
+  asio::post(*io_contexts_[0], [this] {
+    asio::error_code ignored;
+    acceptor_->close(ignored);
+  });
+  for (auto& session : live) {
+    asio::post(session->executor(), [session] { session->Shutdown("server shutting down"); });
+  }
+  live.clear();
+  {
+    std::unique_lock lock(mu_);
+    if (!sessions_cv_.wait_for(lock, std::chrono::seconds(10),
+                               [this] { return sessions_.empty(); })) {
+      spdlog::warn("wharfd stopping: {} connections did not close in 10 s", sessions_.size());
+    }
+  }
+  // Let the broker thread run the CloseSession work the sessions posted, then stop everything.
+  std::promise<void> drained;
+  asio::post(*broker_context_, [&drained] { drained.set_value(); });
+  drained.get_future().wait_for(std::chrono::seconds(5));
+  for (auto& guard : work_guards_) guard.reset();
+  for (auto& context : io_contexts_) context->stop();
+  broker_context_->stop();
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+  spdlog::info("wharfd stopped");
+}
+
+Server::~Server() {
+  Stop();
+  // Sessions hold sockets of the I/O contexts: release every holder of a session first.
+  broker_.reset();
+  broker_timer_.reset();
+  broker_context_.reset();
+  acceptor_.reset();
+  io_contexts_.clear();
+}
+
+}  // namespace wharf::server

@@ -1,0 +1,85 @@
+// server/server.h
+//
+// Server is the composition root of wharfd: it owns the threads, the broker, the listener and
+// the sessions, and wires them together (docs/architecture.md).
+//
+//   I/O threads (options.io_threads): one asio::io_context each; each connection is pinned to
+//     one of them, round-robin at accept time. Thread 0 also runs the acceptor.
+//   Broker thread: one io_context that owns the Broker and its deadline timer.
+//
+// Thread safety: Start() and Stop() may be called from any thread; port() is immutable.
+#pragma once
+
+#include <asio.hpp>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "broker/broker.h"
+#include "common/clock.h"
+#include "server/options.h"
+#include "server/server_context.h"
+
+namespace wharf::server {
+
+class Session;
+
+class Server {
+ public:
+  // Binds the listener and starts every thread. Errors: kIoError (cannot bind), kInvalidConfig.
+  static Result<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  uint16_t port() const { return port_; }
+
+  // Stops accepting, lets each connection finish what it sent, closes every connection with
+  // a Close frame, then joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  explicit Server(const ServerOptions& options);
+  Status Listen();
+  void Accept();
+  void AfterBrokerWork();
+  void OnSessionClosed(uint64_t session_id);
+
+  // Set at construction, then immutable.
+  const ServerOptions options_;
+  SystemClock clock_;
+  uint16_t port_ = 0;
+
+  // Declaration order matters for destruction: sessions hold sockets of the I/O contexts, and
+  // the broker and broker context hold sessions, so those go first (see ~Server).
+  std::vector<std::unique_ptr<asio::io_context>> io_contexts_;
+  std::unique_ptr<asio::io_context> broker_context_;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_guards_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;  // I/O thread 0
+
+  // Confined to the broker thread.
+  std::unique_ptr<broker::Broker> broker_;
+  std::unique_ptr<asio::steady_timer> broker_timer_;
+  std::optional<SteadyTime> armed_deadline_;
+
+  ServerContext context_;
+
+  // Confined to I/O thread 0 (the acceptor's).
+  size_t next_io_context_ = 0;
+  uint64_t next_session_id_ = 1;
+
+  // Guarded by mu_: the live sessions, for shutdown.
+  std::mutex mu_;
+  std::condition_variable sessions_cv_;
+  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace wharf::server

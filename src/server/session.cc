@@ -1,0 +1,567 @@
+#include "server/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/password.h"
+
+namespace wharf::server {
+namespace wire = protocol::wire;
+namespace {
+
+std::string Endpoint(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+}
+
+bool IsLoopback(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto address = socket.remote_endpoint(ec).address();
+  if (ec) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+  }
+  return address.is_loopback();
+}
+
+constexpr std::string_view kGuestUser = "guest";
+constexpr std::string_view kGuestPassword = "guest";
+
+}  // namespace
+
+Session::Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* context)
+    : id_(id),
+      context_(context),
+      peer_(Endpoint(socket)),
+      peer_is_loopback_(IsLoopback(socket)),
+      executor_(socket.get_executor()),
+      socket_(std::move(socket)),
+      close_timer_(socket_.get_executor()),
+      decoder_(context->options->max_frame_bytes()) {}
+
+// --- I/O thread: reading ------------------------------------------------------------------------
+
+void Session::Start() {
+  asio::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  spdlog::debug("conn={} peer={} accepted", id_, peer_);
+  ReadLoop();
+}
+
+bool Session::ReadingAllowed() const {
+  return (state_ == State::kAwaitHello || state_ == State::kAwaitAuth || state_ == State::kOpen) &&
+         batches_in_flight_ < kMaxBatchesInFlight &&
+         pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes;
+}
+
+void Session::ReadLoop() {
+  if (reading_ || !ReadingAllowed()) return;
+  reading_ = true;
+  char* buffer = decoder_.PrepareWrite(kReadChunk);
+  socket_.async_read_some(
+      asio::buffer(buffer, kReadChunk),
+      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
+}
+
+void Session::OnRead(const asio::error_code& ec, size_t bytes) {
+  reading_ = false;
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    if (ec == asio::error::eof) {
+      Status truncated = decoder_.Finish();
+      if (!truncated.ok()) {
+        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, truncated.ToString());
+        CloseWithError(truncated, "truncated frame");
+        return;
+      }
+      CloseSocket("peer closed the connection");
+    } else if (ec != asio::error::operation_aborted) {
+      CloseSocket("read error: " + ec.message());
+    }
+    return;
+  }
+  decoder_.CommitWrite(bytes);
+  std::vector<Request> batch;
+  while (state_ != State::kClosing && state_ != State::kClosed) {
+    auto next = decoder_.Next();
+    if (!next.ok()) {
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, next.status().ToString());
+      CloseWithError(next.status(), "frame too large");
+      break;
+    }
+    if (!next->has_value()) break;
+    if (!HandleFrame(**next, &batch)) break;
+  }
+  if (!batch.empty()) PostBatch(std::move(batch));
+  ReadLoop();
+}
+
+bool Session::HandleFrame(std::string_view payload, std::vector<Request>* batch) {
+  Request request;
+  if (!request.frame.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    Status status(StatusCode::kMalformedFrame, "frame payload of " +
+                                                   std::to_string(payload.size()) +
+                                                   " bytes is not a valid wharf.wire.v1.Frame");
+    spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, status.ToString());
+    CloseWithError(status, "malformed frame");
+    return false;
+  }
+  request.request_id = request.frame.request_id();
+  switch (state_) {
+    case State::kAwaitHello:
+      return HandleHello(request.frame);
+    case State::kAwaitAuth:
+      return HandleAuthenticate(request.frame);
+    default:
+      break;
+  }
+  switch (request.frame.body_case()) {
+    case wire::Frame::kPing: {
+      wire::Frame pong;
+      pong.set_request_id(request.request_id);
+      pong.mutable_pong()->set_nonce(request.frame.ping().nonce());
+      SendFrame(pong);
+      return true;
+    }
+    case wire::Frame::kClose:
+      spdlog::debug("conn={} client sent Close: {}", id_, request.frame.close().reason());
+      CloseWithError(Status::Ok(), "client closed");
+      return false;
+    case wire::Frame::BODY_NOT_SET:
+      // Possibly a request kind from a newer client: answer, keep the connection.
+      SendFrame(protocol::ErrorFrame(
+          request.request_id,
+          Status(StatusCode::kEmptyRequest, "frame has no request body this broker knows")));
+      return true;
+    case wire::Frame::kPublish: {
+      Headers headers;
+      Status valid = protocol::FromWire(request.frame.publish().message().headers(), &headers);
+      if (!valid.ok()) {
+        SendFrame(protocol::ErrorFrame(request.request_id, valid));
+        return true;
+      }
+      request.message = protocol::MoveFromWire(request.frame.mutable_publish()->mutable_message());
+      break;
+    }
+    case wire::Frame::kDeclareExchange:
+    case wire::Frame::kDeleteExchange:
+    case wire::Frame::kDeclareQueue:
+    case wire::Frame::kDeleteQueue:
+    case wire::Frame::kPurgeQueue:
+    case wire::Frame::kBind:
+    case wire::Frame::kUnbind:
+    case wire::Frame::kListQueues:
+    case wire::Frame::kListExchanges:
+    case wire::Frame::kSubscribe:
+    case wire::Frame::kCancel:
+    case wire::Frame::kReceive:
+    case wire::Frame::kAck:
+    case wire::Frame::kNack:
+    case wire::Frame::kReject:
+      break;
+    default: {
+      Status status(StatusCode::kUnexpectedFrame, "frame kind " +
+                                                      std::to_string(request.frame.body_case()) +
+                                                      " is sent by the broker, never by a client");
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, status.ToString());
+      CloseWithError(status, "unexpected frame");
+      return false;
+    }
+  }
+  batch->push_back(std::move(request));
+  return true;
+}
+
+bool Session::HandleHello(const wire::Frame& frame) {
+  if (frame.body_case() != wire::Frame::kHello) {
+    Status status(StatusCode::kUnexpectedFrame, "the first frame must be Hello");
+    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
+    CloseWithError(status, "no hello");
+    return false;
+  }
+  if (frame.hello().protocol_version() != protocol::kProtocolVersion) {
+    Status status(StatusCode::kUnsupportedVersion,
+                  "protocol version " + std::to_string(frame.hello().protocol_version()) +
+                      " is not supported; this broker speaks version " +
+                      std::to_string(protocol::kProtocolVersion));
+    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
+    CloseWithError(status, "unsupported version");
+    return false;
+  }
+  wire::Frame reply;
+  reply.set_request_id(frame.request_id());
+  auto* ok = reply.mutable_hello_ok();
+  ok->set_protocol_version(protocol::kProtocolVersion);
+  ok->set_server_name("wharfd 0.1.0");
+  ok->set_max_frame_bytes(context_->options->max_frame_bytes());
+  ok->set_max_message_bytes(context_->options->max_message_bytes);
+  ok->add_auth_mechanisms("PLAIN");
+  SendFrame(reply);
+  state_ = State::kAwaitAuth;
+  spdlog::debug("conn={} peer={} hello from '{}'", id_, peer_, frame.hello().client_name());
+  return true;
+}
+
+bool Session::HandleAuthenticate(const wire::Frame& frame) {
+  if (frame.body_case() != wire::Frame::kAuthenticate) {
+    Status status(StatusCode::kUnexpectedFrame, "the second frame must be Authenticate");
+    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
+    CloseWithError(status, "not authenticated");
+    return false;
+  }
+  const auto& auth = frame.authenticate();
+  const ServerOptions& options = *context_->options;
+  Status result;
+  if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
+    result = Status(StatusCode::kAuthenticationFailed,
+                    "unsupported mechanism '" + auth.mechanism() + "'; use PLAIN");
+  } else if (auto it = options.users.find(auth.user()); it != options.users.end()) {
+    // Hashing takes a few milliseconds of this I/O thread; logins are rare next to traffic.
+    if (!VerifyPassword(auth.password(), it->second)) {
+      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
+    }
+  } else if (auth.user() == kGuestUser && options.loopback_guest) {
+    if (auth.password() != kGuestPassword) {
+      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
+    } else if (!peer_is_loopback_) {
+      result = Status(StatusCode::kAccessRefused,
+                      "user 'guest' may only connect from a loopback address");
+    }
+  } else {
+    result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
+  }
+  if (!result.ok()) {
+    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, auth.user(),
+                 result.ToString());
+    CloseWithError(result, "login refused");
+    return false;
+  }
+  user_ = auth.user();
+  state_ = State::kOpen;
+  opened_in_broker_ = true;
+  asio::post(*context_->broker_context, [self = shared_from_this(), user = user_] {
+    self->context_->broker->OpenSession(self->id_, user, self);
+  });
+  wire::Frame reply;
+  reply.set_request_id(frame.request_id());
+  reply.mutable_authenticate_ok()->set_connection_id(id_);
+  SendFrame(reply);
+  spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, user_);
+  return true;
+}
+
+void Session::PostBatch(std::vector<Request> batch) {
+  ++batches_in_flight_;
+  asio::post(
+      *context_->broker_context,
+      [self = shared_from_this(), batch = std::move(batch)]() mutable { self->Execute(batch); });
+}
+
+// --- I/O thread: writing ------------------------------------------------------------------------
+
+void Session::SendFrame(const wire::Frame& frame) {
+  protocol::AppendFrame(frame, &pending_write_);
+  StartWrite();
+}
+
+void Session::OnOutbox(OutboxBatch outbox) {
+  batches_in_flight_ -= outbox.batches_done;
+  if (state_ != State::kClosed) {
+    for (auto& item : outbox.items) Encode(item);
+    StartWrite();
+  }
+  ReadLoop();
+}
+
+void Session::Encode(Outbound& item) {
+  wire::Frame frame;
+  auto fill = [](const broker::Delivery& d, wire::Delivery* out) {
+    out->set_consumer_tag(d.consumer_tag);
+    out->set_delivery_tag(d.delivery_tag);
+    protocol::ToWire(d.envelope->message, out->mutable_message());
+    out->set_receive_count(d.receive_count);
+    out->set_redelivered(d.redelivered);
+    out->set_exchange(d.envelope->exchange);
+    out->set_routing_key(d.envelope->routing_key);
+    out->set_queue(d.queue);
+  };
+  if (auto* delivery = std::get_if<broker::Delivery>(&item)) {
+    fill(*delivery, frame.mutable_delivery());
+  } else if (auto* done = std::get_if<ReceiveDone>(&item)) {
+    frame.set_request_id(done->request_id);
+    auto* ok = frame.mutable_receive_ok();
+    for (const auto& d : done->deliveries) fill(d, ok->add_deliveries());
+  } else if (auto* cancel = std::get_if<CancelNotice>(&item)) {
+    frame.mutable_consumer_cancelled()->set_consumer_tag(cancel->consumer_tag);
+    frame.mutable_consumer_cancelled()->set_reason(cancel->reason);
+  } else {
+    protocol::AppendFrame(std::get<wire::Frame>(item), &pending_write_);
+    return;
+  }
+  protocol::AppendFrame(frame, &pending_write_);
+}
+
+void Session::StartWrite() {
+  if (writing_ || pending_write_.empty() || state_ == State::kClosed) return;
+  writing_ = true;
+  active_write_.swap(pending_write_);
+  asio::async_write(socket_, asio::buffer(active_write_),
+                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                      self->writing_ = false;
+                      self->active_write_.clear();
+                      if (ec) {
+                        if (ec != asio::error::operation_aborted) {
+                          self->CloseSocket("write error: " + ec.message());
+                        }
+                        return;
+                      }
+                      if (self->pending_write_.empty() && self->close_after_write_) {
+                        self->CloseSocket(self->close_reason_);
+                        return;
+                      }
+                      self->StartWrite();
+                      self->ReadLoop();
+                    });
+}
+
+// --- I/O thread: closing ------------------------------------------------------------------------
+
+void Session::CloseWithError(const Status& status, std::string_view reason) {
+  if (state_ == State::kClosing || state_ == State::kClosed) return;
+  state_ = State::kClosing;
+  if (!status.ok()) SendFrame(protocol::ErrorFrame(0, status));
+  wire::Frame close;
+  close.mutable_close()->set_code(static_cast<uint32_t>(status.code()));
+  close.mutable_close()->set_reason(status.ok() ? std::string(reason) : status.ToString());
+  SendFrame(close);
+  close_after_write_ = true;
+  close_reason_ = std::string(reason);
+  // A peer that does not read must not hold the connection open forever.
+  close_timer_.expires_after(std::chrono::seconds(5));
+  close_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (!ec) self->CloseSocket(self->close_reason_ + " (close timed out)");
+  });
+  if (!writing_) StartWrite();
+}
+
+void Session::Shutdown(std::string reason) {
+  if (state_ == State::kClosing || state_ == State::kClosed) return;
+  if (state_ != State::kOpen) {
+    CloseWithError(Status(StatusCode::kShuttingDown, reason), reason);
+    return;
+  }
+  // Stop reading, then let the broker run everything already read before saying goodbye.
+  state_ = State::kClosing;
+  asio::post(*context_->broker_context, [self = shared_from_this(), reason]() mutable {
+    self->context_->after_broker_work();
+    asio::post(self->executor_, [self, reason] {
+      if (self->state_ == State::kClosed) return;
+      self->state_ = State::kOpen;  // let CloseWithError run its sequence
+      self->CloseWithError(Status(StatusCode::kShuttingDown, reason), reason);
+    });
+  });
+}
+
+void Session::CloseSocket(std::string_view reason) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  close_timer_.cancel();
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  if (opened_in_broker_) {
+    asio::post(*context_->broker_context, [self = shared_from_this()] {
+      self->context_->broker->CloseSession(self->id_);
+      self->context_->after_broker_work();
+    });
+  }
+  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_,
+               user_.empty() ? "-" : user_, reason);
+  context_->on_session_closed(id_);
+}
+
+// --- Broker thread ------------------------------------------------------------------------------
+
+void Session::Execute(std::vector<Request>& batch) {
+  for (Request& request : batch) HandleRequest(request);
+  ++batches_done_;
+  context_->after_broker_work();
+  Flush();
+}
+
+void Session::Reply(uint64_t request_id, wire::Frame frame) {
+  if (request_id == 0) return;
+  frame.set_request_id(request_id);
+  outbox_.emplace_back(std::move(frame));
+}
+
+void Session::ReplyStatus(uint64_t request_id, const Status& status) {
+  if (!status.ok()) {
+    spdlog::debug("conn={} user={} request {} failed: {}", id_, user_, request_id,
+                  status.ToString());
+    outbox_.emplace_back(protocol::ErrorFrame(request_id, status));
+    return;
+  }
+  wire::Frame frame;
+  frame.mutable_ok();
+  Reply(request_id, std::move(frame));
+}
+
+void Session::HandleRequest(Request& request) {
+  broker::Broker& broker = *context_->broker;
+  const uint64_t rid = request.request_id;
+  wire::Frame& frame = request.frame;
+  wire::Frame reply;
+  switch (frame.body_case()) {
+    case wire::Frame::kPublish: {
+      const auto& publish = frame.publish();
+      auto outcome = broker.Publish(id_, publish.exchange(), publish.routing_key(),
+                                    std::move(request.message));
+      if (!outcome.ok()) return ReplyStatus(rid, outcome.status());
+      if (publish.mandatory() && outcome->result.routed_queues == 0) {
+        wire::Frame returned;
+        auto* r = returned.mutable_returned();
+        r->set_publish_request_id(rid);
+        r->set_reason_code(wire::NO_ROUTE);
+        r->set_reason("message reached no queue");
+        r->set_exchange(publish.exchange());
+        r->set_routing_key(publish.routing_key());
+        protocol::ToWire(outcome->envelope->message, r->mutable_message());
+        outbox_.emplace_back(std::move(returned));
+      }
+      reply.mutable_publish_ok()->set_message_id(outcome->result.message_id);
+      reply.mutable_publish_ok()->set_routed_queues(outcome->result.routed_queues);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kAck: {
+      Status s = broker.Ack(id_, frame.ack().delivery_tag(), frame.ack().multiple());
+      return ReplyStatus(rid, s);
+    }
+    case wire::Frame::kNack: {
+      const auto& nack = frame.nack();
+      return ReplyStatus(rid,
+                         broker.Nack(id_, nack.delivery_tag(), nack.multiple(), nack.requeue()));
+    }
+    case wire::Frame::kReject: {
+      const auto& reject = frame.reject();
+      return ReplyStatus(rid, broker.Nack(id_, reject.delivery_tag(), false, reject.requeue()));
+    }
+    case wire::Frame::kSubscribe: {
+      const auto& sub = frame.subscribe();
+      auto tag =
+          broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(), sub.exclusive());
+      if (!tag.ok()) return ReplyStatus(rid, tag.status());
+      reply.mutable_subscribe_ok()->set_consumer_tag(*tag);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kCancel:
+      return ReplyStatus(rid, broker.Cancel(id_, frame.cancel().consumer_tag()));
+    case wire::Frame::kReceive: {
+      const auto& receive = frame.receive();
+      Status s =
+          broker.Receive(id_, rid, receive.queue(), receive.max_messages(), receive.wait_ms());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kDeclareExchange: {
+      const auto& d = frame.declare_exchange();
+      ExchangeSpec spec;
+      spec.name = d.name();
+      auto type = protocol::FromWire(d.type());
+      if (!type && !d.passive()) {
+        return ReplyStatus(rid, Status(StatusCode::kInvalidArgument,
+                                       "exchange type must be direct, fanout, topic or headers"));
+      }
+      spec.type = type.value_or(ExchangeType::kDirect);
+      spec.durable = d.durable();
+      spec.auto_delete = d.auto_delete();
+      spec.alternate_exchange = d.alternate_exchange();
+      spec.passive = d.passive();
+      return ReplyStatus(rid, broker.DeclareExchange(spec));
+    }
+    case wire::Frame::kDeleteExchange:
+      return ReplyStatus(rid, broker.DeleteExchange(frame.delete_exchange().name(),
+                                                    frame.delete_exchange().if_unused()));
+    case wire::Frame::kDeclareQueue: {
+      const auto& d = frame.declare_queue();
+      QueueSpec spec;
+      spec.name = d.name();
+      spec.durable = d.durable();
+      spec.exclusive = d.exclusive();
+      spec.auto_delete = d.auto_delete();
+      spec.passive = d.passive();
+      Status s = protocol::FromWire(d.arguments(), &spec.arguments);
+      if (!s.ok()) return ReplyStatus(rid, s);
+      auto info = broker.DeclareQueue(id_, std::move(spec));
+      if (!info.ok()) return ReplyStatus(rid, info.status());
+      auto* ok = reply.mutable_declare_queue_ok();
+      ok->set_name(info->name);
+      ok->set_ready(info->ready);
+      ok->set_in_flight(info->in_flight);
+      ok->set_consumers(info->consumers);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kDeleteQueue: {
+      const auto& d = frame.delete_queue();
+      auto n = broker.DeleteQueue(id_, d.name(), d.if_unused(), d.if_empty());
+      if (!n.ok()) return ReplyStatus(rid, n.status());
+      reply.mutable_delete_queue_ok()->set_messages_deleted(*n);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kPurgeQueue: {
+      auto n = broker.PurgeQueue(id_, frame.purge_queue().name());
+      if (!n.ok()) return ReplyStatus(rid, n.status());
+      reply.mutable_purge_queue_ok()->set_messages_purged(*n);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kBind:
+    case wire::Frame::kUnbind: {
+      bool bind = frame.body_case() == wire::Frame::kBind;
+      BindingSpec spec;
+      const auto& args = bind ? frame.bind().arguments() : frame.unbind().arguments();
+      spec.queue = bind ? frame.bind().queue() : frame.unbind().queue();
+      spec.exchange = bind ? frame.bind().exchange() : frame.unbind().exchange();
+      spec.routing_key = bind ? frame.bind().routing_key() : frame.unbind().routing_key();
+      Status s = protocol::FromWire(args, &spec.arguments);
+      if (!s.ok()) return ReplyStatus(rid, s);
+      return ReplyStatus(rid, bind ? broker.Bind(id_, spec) : broker.Unbind(id_, spec));
+    }
+    case wire::Frame::kListQueues: {
+      auto* ok = reply.mutable_list_queues_ok();
+      for (const auto& info : broker.ListQueues(frame.list_queues().prefix())) {
+        protocol::ToWire(info, ok->add_queues());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListExchanges: {
+      auto* ok = reply.mutable_list_exchanges_ok();
+      for (const auto& info : broker.ListExchanges()) protocol::ToWire(info, ok->add_exchanges());
+      return Reply(rid, std::move(reply));
+    }
+    default:
+      return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
+  }
+}
+
+void Session::Deliver(broker::Delivery delivery) { outbox_.emplace_back(std::move(delivery)); }
+
+void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) {
+  outbox_.emplace_back(ReceiveDone{request_id, std::move(deliveries)});
+}
+
+void Session::ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) {
+  outbox_.emplace_back(CancelNotice{consumer_tag, std::string(reason)});
+}
+
+void Session::Flush() {
+  if (outbox_.empty() && batches_done_ == 0) return;
+  OutboxBatch outbox{std::move(outbox_), batches_done_};
+  outbox_.clear();
+  batches_done_ = 0;
+  asio::post(executor_, [self = shared_from_this(), outbox = std::move(outbox)]() mutable {
+    self->OnOutbox(std::move(outbox));
+  });
+}
+
+}  // namespace wharf::server

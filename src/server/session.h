@@ -1,0 +1,135 @@
+// server/session.h
+//
+// Session is one client connection of the native protocol. It has two halves that live on two
+// threads and meet only through asio::post:
+//
+//   I/O half (the connection's I/O thread): the socket, the frame decoder, the handshake and
+//   login, the write buffer. It decodes frames, turns each request into a Request and posts
+//   whole batches (everything one read produced) to the broker thread. It never blocks.
+//
+//   Broker half (the broker thread): runs each batch against the Broker, collects replies and
+//   the deliveries the broker pushes (SessionPeer) into `outbox_`, and posts the outbox back to
+//   the I/O half once per batch, where it is encoded and written.
+//
+// Back-pressure: the I/O half stops reading while it has kMaxBatchesInFlight batches at the
+// broker or more than kMaxPendingWriteBytes waiting to be written, and resumes when both drop.
+// A client that stops reading therefore also stops being read, and memory stays bounded.
+//
+// Thread safety: members are grouped below by the thread that owns them. The object is shared
+// (std::shared_ptr) between the two threads; neither half touches the other's members.
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "broker/session_peer.h"
+#include "net/frame.h"
+#include "protocol/codec.h"
+#include "server/server_context.h"
+
+namespace wharf::server {
+
+class Session final : public broker::SessionPeer, public std::enable_shared_from_this<Session> {
+ public:
+  Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* context);
+
+  uint64_t id() const { return id_; }
+  const asio::any_io_executor& executor() const { return executor_; }
+
+  // Thread: I/O. Starts reading.
+  void Start();
+  // Thread: I/O. Sends `status` and closes (e.g. too many connections).
+  void Refuse(const Status& status) { CloseWithError(status, status.message()); }
+  // Thread: I/O. Graceful stop: read no more, let the broker finish what was read, then send
+  // Close with `reason` and close the socket.
+  void Shutdown(std::string reason);
+
+  // SessionPeer. Thread: broker.
+  void Deliver(broker::Delivery delivery) override;
+  void CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) override;
+  void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
+  void Flush() override;
+
+ private:
+  enum class State { kAwaitHello, kAwaitAuth, kOpen, kClosing, kClosed };
+
+  // A decoded request on its way to the broker thread.
+  struct Request {
+    uint64_t request_id = 0;
+    protocol::wire::Frame frame;
+    Message message;  // Publish only: converted on the I/O thread
+  };
+  struct ReceiveDone {
+    uint64_t request_id;
+    std::vector<broker::Delivery> deliveries;
+  };
+  struct CancelNotice {
+    std::string consumer_tag;
+    std::string reason;
+  };
+  using Outbound = std::variant<broker::Delivery, ReceiveDone, CancelNotice, protocol::wire::Frame>;
+  struct OutboxBatch {
+    std::vector<Outbound> items;
+    uint32_t batches_done = 0;
+  };
+
+  static constexpr uint32_t kMaxBatchesInFlight = 8;
+  static constexpr size_t kMaxPendingWriteBytes = 8u << 20;
+  static constexpr size_t kReadChunk = 64u << 10;
+
+  // --- I/O thread -----------------------------------------------------------------------------
+  void ReadLoop();
+  void OnRead(const asio::error_code& ec, size_t bytes);
+  // Returns false when the connection must stop (a protocol error was sent).
+  bool HandleFrame(std::string_view payload, std::vector<Request>* batch);
+  bool HandleHello(const protocol::wire::Frame& frame);
+  bool HandleAuthenticate(const protocol::wire::Frame& frame);
+  void PostBatch(std::vector<Request> batch);
+  void OnOutbox(OutboxBatch outbox);
+  void Encode(Outbound& item);
+  void SendFrame(const protocol::wire::Frame& frame);
+  void StartWrite();
+  // Sends Error (when `status` is not OK) and Close, then closes the socket once written.
+  void CloseWithError(const Status& status, std::string_view reason);
+  void CloseSocket(std::string_view reason);
+  bool ReadingAllowed() const;
+
+  // --- Broker thread --------------------------------------------------------------------------
+  void Execute(std::vector<Request>& batch);
+  void HandleRequest(Request& request);
+  void Reply(uint64_t request_id, protocol::wire::Frame frame);
+  void ReplyStatus(uint64_t request_id, const Status& status);
+
+  // Set at construction, then immutable.
+  const uint64_t id_;
+  ServerContext* const context_;
+  const std::string peer_;  // "127.0.0.1:41234"
+  const bool peer_is_loopback_;
+  const asio::any_io_executor executor_;  // the I/O thread's; the broker half posts here
+
+  // Confined to the I/O thread.
+  asio::ip::tcp::socket socket_;
+  asio::steady_timer close_timer_;
+  net::FrameDecoder decoder_;
+  State state_ = State::kAwaitHello;
+  std::string user_;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool close_after_write_ = false;
+  bool opened_in_broker_ = false;
+  uint32_t batches_in_flight_ = 0;
+  std::string pending_write_;  // encoded, not yet handed to the socket
+  std::string active_write_;   // being written by async_write
+  std::string close_reason_;
+
+  // Confined to the broker thread.
+  std::vector<Outbound> outbox_;
+  uint32_t batches_done_ = 0;
+};
+
+}  // namespace wharf::server
