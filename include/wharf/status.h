@@ -52,7 +52,7 @@ enum class StatusCode : uint16_t {
   kNoRoute = 600,
 };
 
-// "QUEUE_NOT_FOUND" etc.; "UNKNOWN(n)" for values outside the table.
+// "QUEUE_NOT_FOUND" etc.; "UNKNOWN" for values outside the table.
 std::string_view StatusCodeName(StatusCode code);
 
 class [[nodiscard]] Status {

@@ -77,17 +77,31 @@ void Broker::CloseSession(uint64_t session_id) {
   auto it = sessions_.find(session_id);
   if (it == sessions_.end()) return;
   SessionState& session = *it->second;
+  // Requeue first, so that an auto-delete queue losing its last consumer below still holds
+  // (and drops with itself) everything, rather than those messages vanishing in between.
+  // Queue::Requeue restores each message's original position, whatever the order here.
+  auto unacked = std::move(session.unacked);
+  for (auto& [tag, in_flight] : unacked) SettleOne(std::move(in_flight), Settle::kRequeue);
   std::vector<std::string> tags;
   for (const auto& [tag, consumer] : session.consumers) tags.push_back(tag);
   for (const auto& tag : tags) RemoveConsumer(session, tag, /*notify=*/false, "");
-  // Requeue in tag order; Queue::Requeue restores each message's original position anyway.
-  auto unacked = std::move(session.unacked);
-  for (auto& [tag, in_flight] : unacked) SettleOne(std::move(in_flight), Settle::kRequeue);
-  for (const auto& name : session.exclusive_queues) {
+  // DropQueue edits session.exclusive_queues: walk a copy.
+  std::vector<std::string> exclusive = session.exclusive_queues;
+  for (const auto& name : exclusive) {
     auto q = queues_.find(name);
     if (q != queues_.end()) DropQueue(q->second, "exclusive queue's connection closed");
   }
   sessions_.erase(it);
+}
+
+void Broker::ResumeSession(uint64_t session_id) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return;
+  for (const auto& [tag, consumer] : session->consumers) {
+    auto q = queues_.find(consumer->queue);
+    if (q != queues_.end()) ScheduleDispatch(q->second);
+  }
 }
 
 SessionState* Broker::FindSession(uint64_t session_id) {
@@ -111,6 +125,7 @@ Exchange* Broker::FindExchange(std::string_view name) {
 Status Broker::DeclareExchange(const ExchangeSpec& spec) {
   thread_checker_.Check();
   if (spec.name.empty()) {
+    if (spec.passive) return Status::Ok();  // the default exchange always exists
     return Status(StatusCode::kReservedName, "the default exchange cannot be declared");
   }
   WHARF_RETURN_IF_ERROR(ValidateName("exchange", spec.name));
@@ -121,7 +136,7 @@ Status Broker::DeclareExchange(const ExchangeSpec& spec) {
     }
     return Status::Ok();
   }
-  if (spec.name.starts_with("amq.")) {
+  if (spec.name.starts_with("amq.") && !existing) {
     return Status(StatusCode::kReservedName,
                   "exchange names starting with 'amq.' are reserved: " + Quote(spec.name));
   }
@@ -134,7 +149,8 @@ Status Broker::DeclareExchange(const ExchangeSpec& spec) {
         have.auto_delete != spec.auto_delete ||
         have.alternate_exchange != spec.alternate_exchange) {
       return Status(
-          StatusCode::kPreconditionFailed,
+          spec.name.starts_with("amq.") ? StatusCode::kReservedName
+                                        : StatusCode::kPreconditionFailed,
           "exchange " + Quote(spec.name) + " exists with type " +
               std::string(ExchangeTypeName(have.type)) +
               (have.durable ? ", durable" : ", transient") +
@@ -360,7 +376,7 @@ std::vector<ExchangeInfo> Broker::ListExchanges() const {
 
 // --- Messaging ----------------------------------------------------------------------------------
 
-Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,
+Result<PublishOutcome> Broker::Publish(uint64_t /*session_id*/, const std::string& exchange_name,
                                        const std::string& routing_key, Message message) {
   thread_checker_.Check();
   if (message.body.size() > options_.max_message_bytes) {
@@ -375,14 +391,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   std::vector<Queue*> targets;
   if (exchange_name.empty()) {
     auto it = queues_.find(routing_key);
-    if (it != queues_.end()) {
-      const auto& queue = it->second;
-      if (queue->spec().exclusive && queue->owner_session_id() != session_id) {
-        return Status(StatusCode::kResourceLocked,
-                      "queue " + Quote(routing_key) + " is exclusive to another connection");
-      }
-      targets.push_back(queue.get());
-    }
+    // Anyone may publish to an exclusive queue (RPC reply queues); only its owner consumes.
+    if (it != queues_.end()) targets.push_back(it->second.get());
   } else {
     Exchange* exchange = FindExchange(exchange_name);
     if (!exchange) {
@@ -402,7 +412,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
   for (Queue* queue : targets) {
     queue->Enqueue(envelope);
-    ScheduleDispatch(queues_.find(queue->name())->second);
+    auto it = queues_.find(queue->name());
+    if (it != queues_.end()) ScheduleDispatch(it->second);
   }
   PublishOutcome outcome;
   outcome.result.message_id = envelope->message.id;
@@ -484,6 +495,12 @@ Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::stri
   thread_checker_.Check();
   if (!FindSession(session_id)) return Status(StatusCode::kInternal, "no session");
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
+  for (const auto& consumer : queue->consumers()) {
+    if (consumer->exclusive) {
+      return Status(StatusCode::kResourceLocked,
+                    "queue " + Quote(queue_name) + " has an exclusive consumer");
+    }
+  }
   if (max_messages == 0) max_messages = 1;
   if (max_messages > options_.max_receive_batch) {
     return Status(StatusCode::kInvalidArgument, "max_messages " + std::to_string(max_messages) +
@@ -598,9 +615,17 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     SessionState* session = FindSession(waiter.session_id);
     if (!session) continue;
     std::vector<Delivery> deliveries;
+    uint64_t bytes = 0;
     while (deliveries.size() < waiter.max_messages) {
       auto message = queue->Pop(now_ms);
       if (!message) break;
+      // Keep one ReceiveOk within a frame: stop before the batch outgrows the body limit.
+      uint64_t size = message->envelope->message.body.size();
+      if (!deliveries.empty() && bytes + size > options_.max_message_bytes) {
+        queue->Requeue(std::move(*message));  // same sequence: it stays at the head
+        break;
+      }
+      bytes += size;
       deliveries.push_back(Track(*session, queue, std::move(*message), nullptr));
     }
     if (deliveries.empty()) {
@@ -617,7 +642,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     size_t n = consumers.size();
     for (size_t i = 0; i < n; ++i) {
       size_t index = (queue->next_consumer() + i) % n;
-      if (consumers[index]->HasCredit()) {
+      if (consumers[index]->HasCredit() && consumers[index]->session->peer().Writable()) {
         chosen = consumers[index];
         queue->next_consumer() = (index + 1) % n;
         break;

@@ -59,6 +59,8 @@ class Broker {
   // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
   void CloseSession(uint64_t session_id);
   size_t session_count() const { return sessions_.size(); }
+  // The session's connection caught up on writing: dispatch to its consumers again.
+  void ResumeSession(uint64_t session_id);
 
   // --- Topology ------------------------------------------------------------------------------
   Status DeclareExchange(const ExchangeSpec& spec);

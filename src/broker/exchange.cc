@@ -1,6 +1,7 @@
 #include "broker/exchange.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace wharf::broker {
 namespace {
@@ -13,14 +14,28 @@ void EraseOne(std::vector<Queue*>* list, Queue* queue) {
 }  // namespace
 
 std::string Exchange::Canonical(const Headers& arguments) {
-  // Headers is an ordered map, so this is deterministic. The type index keeps 1 and "1" apart.
+  // Length-prefixed, type-tagged and exact (doubles by their bits), so two different tables
+  // never share a form. Headers is an ordered map, so the form is deterministic.
   std::string out;
+  auto append = [&out](std::string_view bytes) {
+    out += std::to_string(bytes.size());
+    out += ':';
+    out += bytes;
+  };
   for (const auto& [key, value] : arguments) {
-    out += key;
-    out += '\x1f';
+    append(key);
     out += static_cast<char>('0' + value.index());
-    out += HeaderValueToString(value);
-    out += '\x1e';
+    if (const auto* d = std::get_if<double>(&value)) {
+      uint64_t bits;
+      std::memcpy(&bits, d, sizeof bits);
+      append(std::to_string(bits));
+    } else if (const auto* text = std::get_if<std::string>(&value)) {
+      append(*text);
+    } else if (const auto* bytes = std::get_if<Bytes>(&value)) {
+      append(bytes->data);
+    } else {
+      append(HeaderValueToString(value));  // bool and int64 print exactly
+    }
   }
   return out;
 }
@@ -33,7 +48,7 @@ Status Exchange::Bind(Queue* queue, const std::string& routing_key, const Header
     WHARF_RETURN_IF_ERROR(ParseHeadersMatchMode(arguments, &mode));
   }
   std::string canonical = Canonical(arguments);
-  auto [it, inserted] = bindings_.emplace(BindingKey{queue, routing_key, canonical}, true);
+  auto [it, inserted] = bindings_.emplace(BindingKey{queue, routing_key, canonical}, arguments);
   if (!inserted) return Status::Ok();
   *added = true;
   switch (spec_.type) {
@@ -83,21 +98,12 @@ bool Exchange::Unbind(Queue* queue, const std::string& routing_key, const Header
 }
 
 void Exchange::UnbindQueue(Queue* queue) {
-  std::vector<BindingKey> doomed;
+  std::vector<std::pair<std::string, Headers>> doomed;
   for (auto it = bindings_.lower_bound(BindingKey{queue, "", ""});
        it != bindings_.end() && std::get<0>(it->first) == queue; ++it) {
-    doomed.push_back(it->first);
+    doomed.emplace_back(std::get<1>(it->first), it->second);
   }
-  for (const auto& [q, key, canonical] : doomed) {
-    // Rebuild the arguments only for headers bindings, which keep them.
-    Headers arguments;
-    if (spec_.type == ExchangeType::kHeaders) {
-      for (const auto& b : headers_) {
-        if (b.queue == q && b.canonical == canonical) arguments = b.arguments;
-      }
-    }
-    Unbind(q, key, arguments);
-  }
+  for (const auto& [key, arguments] : doomed) Unbind(queue, key, arguments);
 }
 
 void Exchange::Route(const std::string& routing_key, const Headers& headers,

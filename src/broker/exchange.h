@@ -61,7 +61,7 @@ class Exchange {
   static std::string Canonical(const Headers& arguments);
 
   ExchangeSpec spec_;
-  std::map<BindingKey, bool> bindings_;  // every binding, for identity and counting
+  std::map<BindingKey, Headers> bindings_;  // every binding with its arguments
   std::unordered_map<std::string, std::vector<Queue*>> direct_;
   std::vector<Queue*> fanout_;
   TopicTrie<Queue*> topic_;

@@ -27,6 +27,9 @@ class SessionPeer {
   virtual void CompleteReceive(uint64_t request_id, std::vector<Delivery> deliveries) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
   virtual void Flush() = 0;
+  // False while the connection has too much output waiting: the broker then holds push
+  // deliveries back. The peer calls Broker::ResumeSession() when it drains.
+  virtual bool Writable() const = 0;
 };
 
 }  // namespace wharf::broker

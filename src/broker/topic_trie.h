@@ -56,12 +56,13 @@ class TopicTrie {
     return true;
   }
 
-  // Calls emit(value) for every match; a value bound by two matching patterns is emitted twice,
-  // so callers that need uniqueness deduplicate.
+  // Calls emit(value) once for every (pattern, value) pair that matches; a value bound by two
+  // matching patterns is emitted twice, so callers that need uniqueness deduplicate.
   template <typename Emit>
   void Match(std::string_view routing_key, Emit&& emit) const {
     auto words = SplitTopicWords(routing_key);
-    MatchAt(&root_, words, 0, emit);
+    Visited visited;
+    MatchAt(&root_, words, 0, emit, visited);
   }
 
   size_t size() const { return size_; }
@@ -84,12 +85,23 @@ class TopicTrie {
     }
   };
 
+  // (hash node, word position) states already explored. Different ways of splitting the key
+  // between '#' words meet only on entering a '#' node at the same position, so remembering
+  // those states makes matching polynomial (and emits each pattern once) even for patterns
+  // like "#.#.#.#" against long keys.
+  using Visited = std::vector<std::pair<const Node*, size_t>>;
+
   template <typename Emit>
   static void MatchAt(const Node* node, const std::vector<std::string_view>& words, size_t i,
-                      Emit& emit) {
+                      Emit& emit, Visited& visited) {
     if (const Node* hash = node->Child("#")) {
       // '#' swallows zero or more words: continue from every position i..n.
-      for (size_t j = i; j <= words.size(); ++j) MatchAt(hash, words, j, emit);
+      for (size_t j = i; j <= words.size(); ++j) {
+        std::pair<const Node*, size_t> state{hash, j};
+        if (std::find(visited.begin(), visited.end(), state) != visited.end()) continue;
+        visited.push_back(state);
+        MatchAt(hash, words, j, emit, visited);
+      }
     }
     if (i == words.size()) {
       for (const T& value : node->values) emit(value);
@@ -98,9 +110,11 @@ class TopicTrie {
     // "*" and "#" children are wildcards, so a key word spelled "*" or "#" only reaches them
     // through the wildcard paths, never as a literal.
     if (words[i] != "*" && words[i] != "#") {
-      if (const Node* literal = node->Child(words[i])) MatchAt(literal, words, i + 1, emit);
+      if (const Node* literal = node->Child(words[i])) {
+        MatchAt(literal, words, i + 1, emit, visited);
+      }
     }
-    if (const Node* star = node->Child("*")) MatchAt(star, words, i + 1, emit);
+    if (const Node* star = node->Child("*")) MatchAt(star, words, i + 1, emit, visited);
   }
 
   static bool RemoveAt(Node* node, const std::vector<std::string_view>& words, size_t i,

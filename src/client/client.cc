@@ -41,6 +41,7 @@ struct Client::Impl {
   ClientOptions options;
   asio::io_context io{1};
   asio::ip::tcp::socket socket{io};
+  asio::steady_timer connect_timer{io};
   std::thread thread;
   std::thread::id io_thread_id;
 
@@ -302,13 +303,13 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   }
   // Connect with a deadline, on the I/O thread.
   auto connected = std::make_shared<std::promise<asio::error_code>>();
-  auto timer = std::make_shared<asio::steady_timer>(raw->io, options.connect_timeout);
+  raw->connect_timer.expires_after(options.connect_timeout);
   asio::async_connect(raw->socket, endpoints,
-                      [connected, timer](const asio::error_code& e, const auto&) {
-                        timer->cancel();
+                      [connected, raw](const asio::error_code& e, const auto&) {
+                        raw->connect_timer.cancel();
                         connected->set_value(e);
                       });
-  timer->async_wait([raw](const asio::error_code& e) {
+  raw->connect_timer.async_wait([raw](const asio::error_code& e) {
     if (!e) {
       asio::error_code ignored;
       raw->socket.close(ignored);

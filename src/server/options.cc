@@ -146,6 +146,10 @@ Status ParseListenAddress(const std::string& text, ServerOptions* options) {
     }
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return Status(StatusCode::kInvalidConfig,
+                    "listen address '" + text + "': put an IPv6 host in brackets, [::1]:5680");
+    }
   }
   unsigned value = 0;
   auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

@@ -68,44 +68,51 @@ void Session::OnRead(const asio::error_code& ec, size_t bytes) {
   reading_ = false;
   if (state_ == State::kClosed) return;
   if (ec) {
-    if (ec == asio::error::eof) {
-      Status truncated = decoder_.Finish();
-      if (!truncated.ok()) {
-        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, truncated.ToString());
-        CloseWithError(truncated, "truncated frame");
-        return;
-      }
-      CloseSocket("peer closed the connection");
-    } else if (ec != asio::error::operation_aborted) {
-      CloseSocket("read error: " + ec.message());
+    if (ec == asio::error::operation_aborted) return;
+    Status truncated = decoder_.Finish();
+    if (ec == asio::error::eof && !truncated.ok()) {
+      // The peer may only have shut down its sending side: it can still read the error.
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, truncated.ToString());
+      BeginClose(truncated, "truncated frame");
+    } else {
+      CloseSocket(ec == asio::error::eof ? "peer closed the connection"
+                                         : "read error: " + ec.message());
     }
     return;
   }
   decoder_.CommitWrite(bytes);
   std::vector<Request> batch;
-  while (state_ != State::kClosing && state_ != State::kClosed) {
+  Status stop;
+  while (stop.ok()) {
     auto next = decoder_.Next();
     if (!next.ok()) {
-      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, next.status().ToString());
-      CloseWithError(next.status(), "frame too large");
+      stop = next.status();
       break;
     }
     if (!next->has_value()) break;
-    if (!HandleFrame(**next, &batch)) break;
+    stop = HandleFrame(**next, &batch);
   }
+  // Requests read before a bad frame still run, and their replies precede the Error.
   if (!batch.empty()) PostBatch(std::move(batch));
+  if (!stop.ok()) {
+    if (client_closed_) {
+      BeginClose(Status::Ok(), "client closed");
+    } else {
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_.empty() ? "-" : user_,
+                   stop.ToString());
+      BeginClose(stop, std::string(StatusCodeName(stop.code())));
+    }
+    return;
+  }
   ReadLoop();
 }
 
-bool Session::HandleFrame(std::string_view payload, std::vector<Request>* batch) {
+Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batch) {
   Request request;
   if (!request.frame.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    Status status(StatusCode::kMalformedFrame, "frame payload of " +
+    return Status(StatusCode::kMalformedFrame, "frame payload of " +
                                                    std::to_string(payload.size()) +
                                                    " bytes is not a valid wharf.wire.v1.Frame");
-    spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, status.ToString());
-    CloseWithError(status, "malformed frame");
-    return false;
   }
   request.request_id = request.frame.request_id();
   switch (state_) {
@@ -117,33 +124,30 @@ bool Session::HandleFrame(std::string_view payload, std::vector<Request>* batch)
       break;
   }
   switch (request.frame.body_case()) {
-    case wire::Frame::kPing: {
-      wire::Frame pong;
-      pong.set_request_id(request.request_id);
-      pong.mutable_pong()->set_nonce(request.frame.ping().nonce());
-      SendFrame(pong);
-      return true;
-    }
     case wire::Frame::kClose:
       spdlog::debug("conn={} client sent Close: {}", id_, request.frame.close().reason());
-      CloseWithError(Status::Ok(), "client closed");
-      return false;
+      client_closed_ = true;
+      return Status(StatusCode::kUnavailable, "client closed");
+    case wire::Frame::kHello:
+    case wire::Frame::kAuthenticate:
+      return Status(StatusCode::kUnexpectedFrame,
+                    "Hello and Authenticate are only allowed at the start of a connection");
     case wire::Frame::BODY_NOT_SET:
-      // Possibly a request kind from a newer client: answer, keep the connection.
-      SendFrame(protocol::ErrorFrame(
-          request.request_id,
-          Status(StatusCode::kEmptyRequest, "frame has no request body this broker knows")));
-      return true;
+      // Possibly a request kind from a newer client: answer in order, keep the connection.
+      request.early_error =
+          Status(StatusCode::kEmptyRequest, "frame has no request body this broker knows");
+      break;
     case wire::Frame::kPublish: {
       Headers headers;
-      Status valid = protocol::FromWire(request.frame.publish().message().headers(), &headers);
-      if (!valid.ok()) {
-        SendFrame(protocol::ErrorFrame(request.request_id, valid));
-        return true;
+      request.early_error =
+          protocol::FromWire(request.frame.publish().message().headers(), &headers);
+      if (request.early_error.ok()) {
+        request.message =
+            protocol::MoveFromWire(request.frame.mutable_publish()->mutable_message());
       }
-      request.message = protocol::MoveFromWire(request.frame.mutable_publish()->mutable_message());
       break;
     }
+    case wire::Frame::kPing:
     case wire::Frame::kDeclareExchange:
     case wire::Frame::kDeleteExchange:
     case wire::Frame::kDeclareQueue:
@@ -160,34 +164,25 @@ bool Session::HandleFrame(std::string_view payload, std::vector<Request>* batch)
     case wire::Frame::kNack:
     case wire::Frame::kReject:
       break;
-    default: {
-      Status status(StatusCode::kUnexpectedFrame, "frame kind " +
+    default:
+      return Status(StatusCode::kUnexpectedFrame, "frame kind " +
                                                       std::to_string(request.frame.body_case()) +
                                                       " is sent by the broker, never by a client");
-      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, status.ToString());
-      CloseWithError(status, "unexpected frame");
-      return false;
-    }
   }
   batch->push_back(std::move(request));
-  return true;
+  return Status::Ok();
 }
 
-bool Session::HandleHello(const wire::Frame& frame) {
+Status Session::HandleHello(const wire::Frame& frame) {
   if (frame.body_case() != wire::Frame::kHello) {
-    Status status(StatusCode::kUnexpectedFrame, "the first frame must be Hello");
-    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
-    CloseWithError(status, "no hello");
-    return false;
+    return Status(StatusCode::kUnexpectedFrame, "the first frame must be Hello");
   }
   if (frame.hello().protocol_version() != protocol::kProtocolVersion) {
-    Status status(StatusCode::kUnsupportedVersion,
+    close_request_id_ = frame.request_id();
+    return Status(StatusCode::kUnsupportedVersion,
                   "protocol version " + std::to_string(frame.hello().protocol_version()) +
                       " is not supported; this broker speaks version " +
                       std::to_string(protocol::kProtocolVersion));
-    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
-    CloseWithError(status, "unsupported version");
-    return false;
   }
   wire::Frame reply;
   reply.set_request_id(frame.request_id());
@@ -200,15 +195,12 @@ bool Session::HandleHello(const wire::Frame& frame) {
   SendFrame(reply);
   state_ = State::kAwaitAuth;
   spdlog::debug("conn={} peer={} hello from '{}'", id_, peer_, frame.hello().client_name());
-  return true;
+  return Status::Ok();
 }
 
-bool Session::HandleAuthenticate(const wire::Frame& frame) {
+Status Session::HandleAuthenticate(const wire::Frame& frame) {
   if (frame.body_case() != wire::Frame::kAuthenticate) {
-    Status status(StatusCode::kUnexpectedFrame, "the second frame must be Authenticate");
-    spdlog::warn("conn={} peer={} {}", id_, peer_, status.ToString());
-    CloseWithError(status, "not authenticated");
-    return false;
+    return Status(StatusCode::kUnexpectedFrame, "the second frame must be Authenticate");
   }
   const auto& auth = frame.authenticate();
   const ServerOptions& options = *context_->options;
@@ -232,10 +224,10 @@ bool Session::HandleAuthenticate(const wire::Frame& frame) {
     result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
   }
   if (!result.ok()) {
-    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, auth.user(),
-                 result.ToString());
-    CloseWithError(result, "login refused");
-    return false;
+    user_ = auth.user();
+    close_request_id_ = frame.request_id();
+    spdlog::warn("conn={} peer={} user={} login refused", id_, peer_, auth.user());
+    return result;
   }
   user_ = auth.user();
   state_ = State::kOpen;
@@ -248,7 +240,7 @@ bool Session::HandleAuthenticate(const wire::Frame& frame) {
   reply.mutable_authenticate_ok()->set_connection_id(id_);
   SendFrame(reply);
   spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, user_);
-  return true;
+  return Status::Ok();
 }
 
 void Session::PostBatch(std::vector<Request> batch) {
@@ -267,10 +259,15 @@ void Session::SendFrame(const wire::Frame& frame) {
 
 void Session::OnOutbox(OutboxBatch outbox) {
   batches_in_flight_ -= outbox.batches_done;
-  if (state_ != State::kClosed) {
-    for (auto& item : outbox.items) Encode(item);
-    StartWrite();
+  if (close_sent_ || state_ == State::kClosed) {
+    // Too late to write: whatever was delivered here is requeued when the broker closes
+    // the session.
+    ReleaseQueuedBytes(outbox.queued_bytes);
+    return;
   }
+  for (auto& item : outbox.items) Encode(item);
+  pending_queued_bytes_ += outbox.queued_bytes;
+  StartWrite();
   ReadLoop();
 }
 
@@ -306,61 +303,78 @@ void Session::StartWrite() {
   if (writing_ || pending_write_.empty() || state_ == State::kClosed) return;
   writing_ = true;
   active_write_.swap(pending_write_);
-  asio::async_write(socket_, asio::buffer(active_write_),
-                    [self = shared_from_this()](const asio::error_code& ec, size_t) {
-                      self->writing_ = false;
-                      self->active_write_.clear();
-                      if (ec) {
-                        if (ec != asio::error::operation_aborted) {
-                          self->CloseSocket("write error: " + ec.message());
-                        }
-                        return;
-                      }
-                      if (self->pending_write_.empty() && self->close_after_write_) {
-                        self->CloseSocket(self->close_reason_);
-                        return;
-                      }
-                      self->StartWrite();
-                      self->ReadLoop();
-                    });
+  active_queued_bytes_ = pending_queued_bytes_;
+  pending_queued_bytes_ = 0;
+  asio::async_write(
+      socket_, asio::buffer(active_write_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnWritten(ec); });
+}
+
+void Session::OnWritten(const asio::error_code& ec) {
+  writing_ = false;
+  active_write_.clear();
+  ReleaseQueuedBytes(active_queued_bytes_);
+  active_queued_bytes_ = 0;
+  if (ec) {
+    if (ec != asio::error::operation_aborted) CloseSocket("write error: " + ec.message());
+    return;
+  }
+  if (pending_write_.empty() && close_sent_) {
+    CloseSocket(close_reason_);
+    return;
+  }
+  StartWrite();
+  ReadLoop();
+}
+
+void Session::ReleaseQueuedBytes(uint64_t bytes) {
+  if (bytes == 0) return;
+  uint64_t before = queued_bytes_.fetch_sub(bytes, std::memory_order_acq_rel);
+  if (before >= kMaxQueuedBytes && before - bytes < kMaxQueuedBytes && opened_in_broker_ &&
+      state_ != State::kClosed) {
+    // The broker may have held deliveries back while this connection was behind: wake it.
+    asio::post(*context_->broker_context, [self = shared_from_this()] {
+      self->context_->broker->ResumeSession(self->id_);
+      self->context_->after_broker_work();
+    });
+  }
 }
 
 // --- I/O thread: closing ------------------------------------------------------------------------
 
-void Session::CloseWithError(const Status& status, std::string_view reason) {
+void Session::BeginClose(const Status& status, std::string reason) {
   if (state_ == State::kClosing || state_ == State::kClosed) return;
   state_ = State::kClosing;
-  if (!status.ok()) SendFrame(protocol::ErrorFrame(0, status));
+  close_reason_ = std::move(reason);
+  if (!opened_in_broker_) {
+    SendCloseFrames(status);
+    return;
+  }
+  // Let the broker run everything already read (its replies come back first), then say why.
+  asio::post(*context_->broker_context, [self = shared_from_this(), status] {
+    self->context_->after_broker_work();
+    asio::post(self->executor_, [self, status] {
+      if (self->state_ != State::kClosed) self->SendCloseFrames(status);
+    });
+  });
+}
+
+void Session::SendCloseFrames(const Status& status) {
+  if (!status.ok()) SendFrame(protocol::ErrorFrame(close_request_id_, status));
   wire::Frame close;
   close.mutable_close()->set_code(static_cast<uint32_t>(status.code()));
-  close.mutable_close()->set_reason(status.ok() ? std::string(reason) : status.ToString());
+  close.mutable_close()->set_reason(status.ok() ? close_reason_ : status.ToString());
   SendFrame(close);
-  close_after_write_ = true;
-  close_reason_ = std::string(reason);
+  close_sent_ = true;
   // A peer that does not read must not hold the connection open forever.
   close_timer_.expires_after(std::chrono::seconds(5));
   close_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (!ec) self->CloseSocket(self->close_reason_ + " (close timed out)");
   });
-  if (!writing_) StartWrite();
 }
 
 void Session::Shutdown(std::string reason) {
-  if (state_ == State::kClosing || state_ == State::kClosed) return;
-  if (state_ != State::kOpen) {
-    CloseWithError(Status(StatusCode::kShuttingDown, reason), reason);
-    return;
-  }
-  // Stop reading, then let the broker run everything already read before saying goodbye.
-  state_ = State::kClosing;
-  asio::post(*context_->broker_context, [self = shared_from_this(), reason]() mutable {
-    self->context_->after_broker_work();
-    asio::post(self->executor_, [self, reason] {
-      if (self->state_ == State::kClosed) return;
-      self->state_ = State::kOpen;  // let CloseWithError run its sequence
-      self->CloseWithError(Status(StatusCode::kShuttingDown, reason), reason);
-    });
-  });
+  BeginClose(Status(StatusCode::kShuttingDown, reason), reason);
 }
 
 void Session::CloseSocket(std::string_view reason) {
@@ -411,9 +425,16 @@ void Session::ReplyStatus(uint64_t request_id, const Status& status) {
 void Session::HandleRequest(Request& request) {
   broker::Broker& broker = *context_->broker;
   const uint64_t rid = request.request_id;
+  if (!request.early_error.ok()) return ReplyStatus(rid, request.early_error);
   wire::Frame& frame = request.frame;
   wire::Frame reply;
   switch (frame.body_case()) {
+    case wire::Frame::kPing:
+      // Answered here, in order, so a Pong means every earlier request has run.
+      reply.mutable_pong()->set_nonce(frame.ping().nonce());
+      reply.set_request_id(rid);
+      outbox_.emplace_back(std::move(reply));
+      return;
     case wire::Frame::kPublish: {
       const auto& publish = frame.publish();
       auto outcome = broker.Publish(id_, publish.exchange(), publish.routing_key(),
@@ -544,7 +565,22 @@ void Session::HandleRequest(Request& request) {
   }
 }
 
-void Session::Deliver(broker::Delivery delivery) { outbox_.emplace_back(std::move(delivery)); }
+// Bytes a delivery adds to this connection's output, for back-pressure (an estimate: the body
+// plus a fixed allowance for the envelope).
+static uint64_t QueuedSize(const broker::Delivery& d) {
+  return d.envelope->message.body.size() + 128;
+}
+
+void Session::Deliver(broker::Delivery delivery) {
+  uint64_t size = QueuedSize(delivery);
+  outbox_queued_bytes_ += size;
+  queued_bytes_.fetch_add(size, std::memory_order_acq_rel);
+  outbox_.emplace_back(std::move(delivery));
+}
+
+bool Session::Writable() const {
+  return queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
+}
 
 void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) {
   outbox_.emplace_back(ReceiveDone{request_id, std::move(deliveries)});
@@ -556,9 +592,10 @@ void Session::ConsumerCancelled(const std::string& consumer_tag, std::string_vie
 
 void Session::Flush() {
   if (outbox_.empty() && batches_done_ == 0) return;
-  OutboxBatch outbox{std::move(outbox_), batches_done_};
+  OutboxBatch outbox{std::move(outbox_), batches_done_, outbox_queued_bytes_};
   outbox_.clear();
   batches_done_ = 0;
+  outbox_queued_bytes_ = 0;
   asio::post(executor_, [self = shared_from_this(), outbox = std::move(outbox)]() mutable {
     self->OnOutbox(std::move(outbox));
   });

@@ -44,7 +44,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   // Thread: I/O. Starts reading.
   void Start();
   // Thread: I/O. Sends `status` and closes (e.g. too many connections).
-  void Refuse(const Status& status) { CloseWithError(status, status.message()); }
+  void Refuse(const Status& status) { BeginClose(status, std::string(status.message())); }
   // Thread: I/O. Graceful stop: read no more, let the broker finish what was read, then send
   // Close with `reason` and close the socket.
   void Shutdown(std::string reason);
@@ -54,6 +54,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) override;
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
   void Flush() override;
+  bool Writable() const override;
 
  private:
   enum class State { kAwaitHello, kAwaitAuth, kOpen, kClosing, kClosed };
@@ -62,7 +63,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   struct Request {
     uint64_t request_id = 0;
     protocol::wire::Frame frame;
-    Message message;  // Publish only: converted on the I/O thread
+    Message message;     // Publish only: converted on the I/O thread
+    Status early_error;  // found while decoding; answered in order by the broker thread
   };
   struct ReceiveDone {
     uint64_t request_id;
@@ -76,26 +78,33 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   struct OutboxBatch {
     std::vector<Outbound> items;
     uint32_t batches_done = 0;
+    uint64_t queued_bytes = 0;  // counted in queued_bytes_ until written
   };
 
   static constexpr uint32_t kMaxBatchesInFlight = 8;
   static constexpr size_t kMaxPendingWriteBytes = 8u << 20;
   static constexpr size_t kReadChunk = 64u << 10;
+  // Deliveries are held back (Writable() false) while this much output waits to be written.
+  static constexpr uint64_t kMaxQueuedBytes = 8u << 20;
 
   // --- I/O thread -----------------------------------------------------------------------------
   void ReadLoop();
   void OnRead(const asio::error_code& ec, size_t bytes);
-  // Returns false when the connection must stop (a protocol error was sent).
-  bool HandleFrame(std::string_view payload, std::vector<Request>* batch);
-  bool HandleHello(const protocol::wire::Frame& frame);
-  bool HandleAuthenticate(const protocol::wire::Frame& frame);
+  // A non-OK result stops reading and closes the connection with that error.
+  Status HandleFrame(std::string_view payload, std::vector<Request>* batch);
+  Status HandleHello(const protocol::wire::Frame& frame);
+  Status HandleAuthenticate(const protocol::wire::Frame& frame);
   void PostBatch(std::vector<Request> batch);
   void OnOutbox(OutboxBatch outbox);
   void Encode(Outbound& item);
   void SendFrame(const protocol::wire::Frame& frame);
   void StartWrite();
-  // Sends Error (when `status` is not OK) and Close, then closes the socket once written.
-  void CloseWithError(const Status& status, std::string_view reason);
+  void OnWritten(const asio::error_code& ec);
+  void ReleaseQueuedBytes(uint64_t bytes);
+  // Stops reading; once the broker has run what was read, sends Error (when `status` is not
+  // OK) and Close, then closes the socket when they are written.
+  void BeginClose(const Status& status, std::string reason);
+  void SendCloseFrames(const Status& status);
   void CloseSocket(std::string_view reason);
   bool ReadingAllowed() const;
 
@@ -120,16 +129,24 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   std::string user_;
   bool reading_ = false;
   bool writing_ = false;
-  bool close_after_write_ = false;
+  bool client_closed_ = false;  // the client sent Close
+  bool close_sent_ = false;     // Close is queued: write nothing more, then close the socket
   bool opened_in_broker_ = false;
+  uint64_t close_request_id_ = 0;  // the Hello/Authenticate a handshake error answers
   uint32_t batches_in_flight_ = 0;
-  std::string pending_write_;  // encoded, not yet handed to the socket
-  std::string active_write_;   // being written by async_write
+  std::string pending_write_;          // encoded, not yet handed to the socket
+  std::string active_write_;           // being written by async_write
+  uint64_t pending_queued_bytes_ = 0;  // queued_bytes_ share of pending_write_
+  uint64_t active_queued_bytes_ = 0;   // queued_bytes_ share of active_write_
   std::string close_reason_;
+
+  // Shared: added by the broker thread per delivery, released by the I/O thread once written.
+  std::atomic<uint64_t> queued_bytes_{0};
 
   // Confined to the broker thread.
   std::vector<Outbound> outbox_;
   uint32_t batches_done_ = 0;
+  uint64_t outbox_queued_bytes_ = 0;
 };
 
 }  // namespace wharf::server

@@ -1,0 +1,123 @@
+// wharfd as a process: graceful stop, config users, start-up failures, and wharfctl.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/password.h"
+#include "support/test_server.h"
+
+namespace wharf {
+namespace {
+
+std::string RunCommand(const std::string& command, int* exit_code) {
+  std::array<char, 4096> buf{};
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return out;
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+TEST(Lifecycle, SigtermClosesConnectionsWithAReasonAndExitsZero) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Status> lost;
+  client->SetErrorHandler([&](Status s) {
+    std::lock_guard lock(mu);
+    lost = s;
+    cv.notify_all();
+  });
+  EXPECT_EQ(server.Stop(), 0);
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return lost.has_value(); }));
+  EXPECT_EQ(lost->code(), StatusCode::kUnavailable);
+  EXPECT_NE(lost->message().find("SHUTTING_DOWN"), std::string::npos) << lost->ToString();
+}
+
+TEST(Lifecycle, ConfiguredUserLogsInWithItsPassword) {
+  std::string dir = testing::MakeTempDir("wharf-config");
+  std::string config = dir + "/users.toml";
+  std::ofstream(config) << "[auth]\nloopback_guest = false\n[[auth.users]]\nname = \"app\"\n"
+                        << "password_hash = \"" << HashPassword("s3cret", 1000) << "\"\n";
+  testing::TestServer server({"--config", config});
+  ClientOptions options = server.Options();
+  options.user = "app";
+  options.password = "s3cret";
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  options.password = "wrong";
+  EXPECT_EQ(Client::Connect(options).status().code(), StatusCode::kAuthenticationFailed);
+  // The guest user is switched off by this config.
+  EXPECT_EQ(Client::Connect(server.Options()).status().code(), StatusCode::kAuthenticationFailed);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lifecycle, BadConfigFailsStartupWithExitCodeOne) {
+  std::string dir = testing::MakeTempDir("wharf-config");
+  std::string config = dir + "/bad.toml";
+  std::ofstream(config) << "[server]\nlisen = \"127.0.0.1:1\"\n";
+  int code = 0;
+  std::string out = RunCommand(std::string(WHARFD_PATH_FOR_TESTS) + " --config " + config +
+                                   " --data-dir " + dir + "/data 2>&1",
+                               &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("unknown key 'lisen'"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Lifecycle, EveryExampleConfigStartsTheBroker) {
+  for (const auto& entry : std::filesystem::directory_iterator(WHARF_CONFIG_DIR)) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    // Flags override the file's listen address and data dir.
+    testing::TestServer server({"--config", entry.path().string()});
+    ASSERT_TRUE(server.running());
+    auto client = server.Connect();
+    EXPECT_NE(client, nullptr);
+  }
+}
+
+TEST(Wharfctl, TourFromTheReadmeWorks) {
+  testing::TestServer server;
+  std::string ctl = std::string(WHARFCTL_PATH) + " --server " + server.address() + " ";
+  int code = -1;
+  RunCommand(ctl + "declare-exchange events topic", &code);
+  ASSERT_EQ(code, 0);
+  RunCommand(ctl + "declare-queue orders", &code);
+  ASSERT_EQ(code, 0);
+  RunCommand(ctl + "bind orders events 'order.#'", &code);
+  ASSERT_EQ(code, 0);
+  std::string published = RunCommand(ctl + "publish events order.created 'hello wharf'", &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(published.find("to 1 queue(s)"), std::string::npos) << published;
+  std::string json = RunCommand(ctl + "queues --json", &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(json.find("\"name\":\"orders\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ready\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"in_flight\":0"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"consumers\":0"), std::string::npos) << json;
+  std::string consumed = RunCommand(ctl + "consume orders", &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_EQ(consumed, "hello wharf\n");
+  std::string empty = RunCommand(ctl + "queues --json", &code);
+  EXPECT_NE(empty.find("\"ready\":0"), std::string::npos) << empty;
+  RunCommand(ctl + "delete-queue missing 2>/dev/null", &code);
+  EXPECT_EQ(code, 1);
+}
+
+TEST(Wharfctl, UnreachableServerExitsWithThree) {
+  int code = -1;
+  RunCommand(std::string(WHARFCTL_PATH) + " --server 127.0.0.1:1 queues 2>/dev/null", &code);
+  EXPECT_EQ(code, 3);
+}
+
+}  // namespace
+}  // namespace wharf

@@ -1,0 +1,259 @@
+// Bad input over a raw socket: every kind of broken frame gets its specific error code and a
+// Close, the broker closes only that connection, and other clients carry on.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <asio.hpp>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "net/frame.h"
+#include "protocol/codec.h"
+#include "support/test_server.h"
+
+namespace wharf {
+namespace {
+
+namespace pb = ::wharf::wire::v1;
+using std::chrono::milliseconds;
+
+// A blocking socket speaking raw bytes, for sending what no real client would.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) : socket_(io_) {
+    socket_.connect({asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{5, 0};
+    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+
+  void SendBytes(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
+  void SendFrame(const pb::Frame& frame) {
+    std::string out;
+    protocol::AppendFrame(frame, &out);
+    SendBytes(out);
+  }
+  void ShutdownWrite() { socket_.shutdown(asio::ip::tcp::socket::shutdown_send); }
+
+  // The next frame, or nullopt at end of stream / timeout.
+  std::optional<pb::Frame> ReadFrame() {
+    unsigned char header[4];
+    asio::error_code ec;
+    asio::read(socket_, asio::buffer(header), ec);
+    if (ec) return std::nullopt;
+    size_t length = (size_t{header[0]} << 24) | (size_t{header[1]} << 16) |
+                    (size_t{header[2]} << 8) | header[3];
+    std::string payload(length, '\0');
+    asio::read(socket_, asio::buffer(payload), ec);
+    if (ec) return std::nullopt;
+    pb::Frame frame;
+    if (!frame.ParseFromString(payload)) return std::nullopt;
+    return frame;
+  }
+
+  // True when the broker has closed the connection (reads hit end of stream).
+  bool ClosedByPeer() {
+    char c;
+    asio::error_code ec;
+    socket_.read_some(asio::buffer(&c, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+  }
+
+  // Hello + login as guest.
+  void Handshake() {
+    pb::Frame hello;
+    hello.set_request_id(1);
+    hello.mutable_hello()->set_protocol_version(1);
+    SendFrame(hello);
+    auto ok = ReadFrame();
+    ASSERT_TRUE(ok && ok->has_hello_ok());
+    pb::Frame auth;
+    auth.set_request_id(2);
+    auth.mutable_authenticate()->set_user("guest");
+    auth.mutable_authenticate()->set_password("guest");
+    SendFrame(auth);
+    auto auth_ok = ReadFrame();
+    ASSERT_TRUE(auth_ok && auth_ok->has_authenticate_ok());
+  }
+
+  // Reads the Error + Close pair the broker sends before closing; returns the error code.
+  pb::ErrorCode ExpectErrorThenClose() {
+    auto error = ReadFrame();
+    EXPECT_TRUE(error && error->has_error()) << (error ? error->DebugString() : "no frame");
+    auto close = ReadFrame();
+    EXPECT_TRUE(close && close->has_close()) << (close ? close->DebugString() : "no frame");
+    EXPECT_TRUE(ClosedByPeer());
+    return error && error->has_error() ? error->error().code() : pb::ERROR_CODE_UNSPECIFIED;
+  }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::socket socket_;
+};
+
+std::string LengthPrefix(uint32_t n) {
+  std::string out;
+  net::AppendFrameHeader(n, &out);
+  return out;
+}
+
+class ProtocolErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    bystander_ = server_.Connect();
+    ASSERT_NE(bystander_, nullptr);
+    QueueSpec spec;
+    spec.name = "steady";
+    ASSERT_TRUE(bystander_->DeclareQueue(spec).ok());
+  }
+  // After each bad client, an ordinary one must still be served.
+  void TearDown() override {
+    Message m;
+    m.body = "still here";
+    auto r = bystander_->Publish("", "steady", m);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(server_.running());
+  }
+
+  testing::TestServer server_;
+  std::unique_ptr<Client> bystander_;
+};
+
+TEST_F(ProtocolErrorsTest, GarbageBeforeHandshakeIsFrameTooLarge) {
+  RawConnection raw(server_.port());
+  raw.SendBytes("GET / HTTP/1.1\r\nHost: x\r\n\r\n");  // "GET " reads as a 1.2 GB length
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::FRAME_TOO_LARGE);
+}
+
+TEST_F(ProtocolErrorsTest, OversizedFrameIsRefusedBeforeItsPayload) {
+  RawConnection raw(server_.port());
+  raw.Handshake();
+  raw.SendBytes(LengthPrefix((17u << 20) + 1));  // limit: 16 MiB bodies + 1 MiB
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::FRAME_TOO_LARGE);
+}
+
+TEST_F(ProtocolErrorsTest, InvalidProtobufIsMalformedFrame) {
+  RawConnection raw(server_.port());
+  raw.Handshake();
+  raw.SendBytes(LengthPrefix(4) + "\xff\xff\xff\xff");
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::MALFORMED_FRAME);
+}
+
+TEST_F(ProtocolErrorsTest, TruncatedFrameIsReportedWhenTheStreamEnds) {
+  RawConnection raw(server_.port());
+  raw.Handshake();
+  raw.SendBytes(LengthPrefix(100) + "only a few bytes");
+  raw.ShutdownWrite();
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::FRAME_TRUNCATED);
+}
+
+TEST_F(ProtocolErrorsTest, RequestBeforeHandshakeIsUnexpected) {
+  RawConnection raw(server_.port());
+  pb::Frame frame;
+  frame.set_request_id(1);
+  frame.mutable_list_queues();
+  raw.SendFrame(frame);
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::UNEXPECTED_FRAME);
+}
+
+TEST_F(ProtocolErrorsTest, RequestBeforeLoginIsUnexpected) {
+  RawConnection raw(server_.port());
+  pb::Frame hello;
+  hello.set_request_id(1);
+  hello.mutable_hello()->set_protocol_version(1);
+  raw.SendFrame(hello);
+  ASSERT_TRUE(raw.ReadFrame());
+  pb::Frame frame;
+  frame.set_request_id(2);
+  frame.mutable_list_queues();
+  raw.SendFrame(frame);
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::UNEXPECTED_FRAME);
+}
+
+TEST_F(ProtocolErrorsTest, UnknownProtocolVersionIsRefused) {
+  RawConnection raw(server_.port());
+  pb::Frame hello;
+  hello.set_request_id(1);
+  hello.mutable_hello()->set_protocol_version(99);
+  raw.SendFrame(hello);
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::UNSUPPORTED_VERSION);
+}
+
+TEST_F(ProtocolErrorsTest, BrokerOnlyFrameFromAClientIsUnexpected) {
+  RawConnection raw(server_.port());
+  raw.Handshake();
+  pb::Frame frame;
+  frame.mutable_delivery()->set_delivery_tag(1);
+  raw.SendFrame(frame);
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::UNEXPECTED_FRAME);
+}
+
+TEST_F(ProtocolErrorsTest, EmptyRequestGetsAnErrorButKeepsTheConnection) {
+  RawConnection raw(server_.port());
+  raw.Handshake();
+  pb::Frame empty;
+  empty.set_request_id(7);
+  raw.SendFrame(empty);
+  auto error = raw.ReadFrame();
+  ASSERT_TRUE(error && error->has_error());
+  EXPECT_EQ(error->request_id(), 7u);
+  EXPECT_EQ(error->error().code(), pb::EMPTY_REQUEST);
+  pb::Frame ping;
+  ping.set_request_id(8);
+  ping.mutable_ping()->set_nonce(5);
+  raw.SendFrame(ping);
+  auto pong = raw.ReadFrame();
+  ASSERT_TRUE(pong && pong->has_pong());
+  EXPECT_EQ(pong->pong().nonce(), 5u);
+}
+
+TEST_F(ProtocolErrorsTest, WrongPasswordIsRefused) {
+  ClientOptions options = server_.Options();
+  options.password = "not-guest";
+  auto client = Client::Connect(options);
+  EXPECT_EQ(client.status().code(), StatusCode::kAuthenticationFailed);
+  options.user = "nobody";
+  EXPECT_EQ(Client::Connect(options).status().code(), StatusCode::kAuthenticationFailed);
+  EXPECT_NE(server_.Log().find("login refused"), std::string::npos);
+}
+
+TEST_F(ProtocolErrorsTest, RequestErrorsKeepTheConnectionOpen) {
+  EXPECT_EQ(bystander_->DeleteQueue("missing").status().code(), StatusCode::kQueueNotFound);
+  EXPECT_EQ(bystander_->Bind({"steady", "missing", "k", {}}).code(), StatusCode::kExchangeNotFound);
+  QueueSpec bad;
+  bad.name = "has space";
+  EXPECT_EQ(bystander_->DeclareQueue(bad).status().code(), StatusCode::kInvalidArgument);
+  QueueSpec reserved;
+  reserved.name = "amq.mine";
+  EXPECT_EQ(bystander_->DeclareQueue(reserved).status().code(), StatusCode::kReservedName);
+  QueueSpec unknown_arg;
+  unknown_arg.name = "args";
+  unknown_arg.arguments["x-bogus"] = int64_t{1};
+  EXPECT_EQ(bystander_->DeclareQueue(unknown_arg).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(bystander_->Ping().ok());
+}
+
+// A small max_message_bytes makes the too-large path cheap to reach.
+TEST(MessageLimits, TooLargeMessageIsRefusedAndTheConnectionStays) {
+  std::string dir = testing::MakeTempDir("wharf-config");
+  std::string config = dir + "/small.toml";
+  std::ofstream(config) << "[limits]\nmax_message_bytes = 1024\n";
+  testing::TestServer server({"--config", config});
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(client->max_message_bytes(), 1024u);
+  QueueSpec spec;
+  spec.name = "q";
+  ASSERT_TRUE(client->DeclareQueue(spec).ok());
+  Message big;
+  big.body.assign(1025, 'x');
+  auto r = client->Publish("", "q", big);
+  EXPECT_EQ(r.status().code(), StatusCode::kMessageTooLarge) << r.status().ToString();
+  Message fits;
+  fits.body.assign(1024, 'x');
+  EXPECT_TRUE(client->Publish("", "q", fits).ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace wharf

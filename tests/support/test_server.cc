@@ -1,0 +1,110 @@
+#include "support/test_server.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace wharf::testing {
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  char* made = mkdtemp(buf.data());
+  return made ? std::string(made) : std::string();
+}
+
+TestServer::TestServer(std::vector<std::string> extra_args) {
+  dir_ = MakeTempDir("wharf-test");
+  std::string ready = dir_ + "/ready";
+  std::string log = dir_ + "/wharfd.log";
+  std::vector<std::string> args = {WHARFD_PATH,  "--listen",     "127.0.0.1:0",
+                                   "--data-dir", dir_ + "/data", "--ready-file",
+                                   ready,        "--log-level",  "debug"};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    FILE* out = std::freopen(log.c_str(), "w", stderr);
+    (void)out;
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(ready);
+    std::string line;
+    if (in && std::getline(in, line)) {
+      port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      ADD_FAILURE() << "wharfd exited during start-up:\n" << Log();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "wharfd did not become ready in 10 s:\n" << Log();
+}
+
+TestServer::~TestServer() {
+  Kill();
+  std::error_code ec;
+  if (!::testing::Test::HasFailure()) std::filesystem::remove_all(dir_, ec);
+}
+
+ClientOptions TestServer::Options() const {
+  ClientOptions options;
+  options.host = "127.0.0.1";
+  options.port = port_;
+  options.request_timeout = std::chrono::seconds(10);
+  return options;
+}
+
+std::unique_ptr<Client> TestServer::Connect() const {
+  auto client = Client::Connect(Options());
+  if (!client.ok()) {
+    ADD_FAILURE() << "connect failed: " << client.status().ToString();
+    return nullptr;
+  }
+  return std::move(client).value();
+}
+
+int TestServer::Stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void TestServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+std::string TestServer::Log() const {
+  std::ifstream in(dir_ + "/wharfd.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace wharf::testing

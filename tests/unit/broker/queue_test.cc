@@ -1,0 +1,247 @@
+// Unit tests for broker/queue.h: ordering, requeue positions, expiry, purge and counters.
+#include "broker/queue.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace wharf::broker {
+namespace {
+
+constexpr int64_t kNow = 1'700'000'000'000;
+
+EnvelopePtr MakeEnvelope(const std::string& body, uint64_t expiration_ms = 0,
+                         int64_t published_at_ms = kNow) {
+  auto envelope = std::make_shared<Envelope>();
+  envelope->message.body = body;
+  envelope->message.properties.expiration_ms = expiration_ms;
+  envelope->message.published_at_ms = published_at_ms;
+  return envelope;
+}
+
+Queue MakeQueue(const std::string& name = "q") {
+  QueueSpec spec;
+  spec.name = name;
+  return Queue(spec, 0);
+}
+
+// Pops everything, returning the bodies in order.
+std::vector<std::string> Drain(Queue& queue, int64_t now = kNow) {
+  std::vector<std::string> out;
+  while (auto m = queue.Pop(now)) out.push_back(m->envelope->message.body);
+  return out;
+}
+
+using Bodies = std::vector<std::string>;
+
+TEST(Queue, NewQueueIsEmpty) {
+  Queue q = MakeQueue();
+  EXPECT_EQ(q.ready(), 0u);
+  EXPECT_FALSE(q.HasReady());
+  EXPECT_FALSE(q.Pop(kNow).has_value());
+}
+
+TEST(Queue, PopsInPublishOrder) {
+  Queue q = MakeQueue();
+  for (const char* body : {"1", "2", "3"}) q.Enqueue(MakeEnvelope(body));
+  EXPECT_EQ(q.ready(), 3u);
+  EXPECT_TRUE(q.HasReady());
+  EXPECT_EQ(Drain(q), (Bodies{"1", "2", "3"}));
+  EXPECT_EQ(q.ready(), 0u);
+  EXPECT_FALSE(q.HasReady());
+}
+
+TEST(Queue, EnqueueAssignsIncreasingSequenceNumbers) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("a"));
+  q.Enqueue(MakeEnvelope("b"));
+  auto a = q.Pop(kNow);
+  auto b = q.Pop(kNow);
+  ASSERT_TRUE(a && b);
+  EXPECT_LT(a->seq, b->seq);
+  EXPECT_EQ(a->receive_count, 0u);
+}
+
+TEST(Queue, InterleavedEnqueueAndPopStayFifo) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("1"));
+  q.Enqueue(MakeEnvelope("2"));
+  EXPECT_EQ(q.Pop(kNow)->envelope->message.body, "1");
+  q.Enqueue(MakeEnvelope("3"));
+  EXPECT_EQ(Drain(q), (Bodies{"2", "3"}));
+}
+
+TEST(Queue, RequeueReturnsMessageToItsOriginalPositionAheadOfNewerOnes) {
+  Queue q = MakeQueue();
+  for (const char* body : {"1", "2", "3", "4"}) q.Enqueue(MakeEnvelope(body));
+  auto one = q.Pop(kNow);
+  auto two = q.Pop(kNow);
+  ASSERT_TRUE(one && two);
+  q.Enqueue(MakeEnvelope("5"));  // published after the first two went out
+  q.Requeue(std::move(*two));
+  EXPECT_EQ(q.ready(), 4u);
+  EXPECT_EQ(Drain(q), (Bodies{"2", "3", "4", "5"}));
+}
+
+TEST(Queue, RequeuedMessagesKeepSequenceOrderWhateverTheReturnOrder) {
+  Queue q = MakeQueue();
+  for (const char* body : {"1", "2", "3", "4", "5"}) q.Enqueue(MakeEnvelope(body));
+  std::vector<QueuedMessage> out;
+  for (int i = 0; i < 3; ++i) out.push_back(*q.Pop(kNow));
+  // Return them newest first.
+  q.Requeue(std::move(out[2]));
+  q.Requeue(std::move(out[0]));
+  q.Requeue(std::move(out[1]));
+  EXPECT_EQ(Drain(q), (Bodies{"1", "2", "3", "4", "5"}));
+}
+
+TEST(Queue, RequeueKeepsReceiveCountAndSequence) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("m"));
+  auto m = q.Pop(kNow);
+  ASSERT_TRUE(m);
+  uint64_t seq = m->seq;
+  m->receive_count = 3;
+  q.Requeue(std::move(*m));
+  auto again = q.Pop(kNow);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->seq, seq);
+  EXPECT_EQ(again->receive_count, 3u);
+  EXPECT_EQ(again->envelope->message.body, "m");
+}
+
+TEST(Queue, RequeueDoesNotCountAsPublish) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("m"));
+  q.Requeue(*q.Pop(kNow));
+  EXPECT_EQ(q.published_total, 1u);
+}
+
+TEST(Queue, MessageWithoutExpirationNeverExpires) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("m", /*expiration_ms=*/0, /*published_at_ms=*/0));
+  EXPECT_EQ(Drain(q, kNow), (Bodies{"m"}));
+  EXPECT_EQ(q.expired_total, 0u);
+}
+
+TEST(Queue, MessageIsLiveUntilItsExpirationHasPassed) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("m", /*expiration_ms=*/100, /*published_at_ms=*/kNow));
+  EXPECT_EQ(Drain(q, kNow + 99), (Bodies{"m"}));
+  EXPECT_EQ(q.expired_total, 0u);
+}
+
+TEST(Queue, PopSkipsAndCountsExpiredMessages) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("old", /*expiration_ms=*/100, /*published_at_ms=*/kNow - 100));
+  q.Enqueue(MakeEnvelope("fresh", /*expiration_ms=*/100, /*published_at_ms=*/kNow - 99));
+  q.Enqueue(MakeEnvelope("older", /*expiration_ms=*/10, /*published_at_ms=*/kNow - 1000));
+  q.Enqueue(MakeEnvelope("forever"));
+  EXPECT_EQ(Drain(q, kNow), (Bodies{"fresh", "forever"}));
+  EXPECT_EQ(q.expired_total, 2u);
+  EXPECT_EQ(q.ready(), 0u);
+}
+
+TEST(Queue, PopReturnsNulloptWhenOnlyExpiredMessagesRemain) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("a", 1, kNow - 5));
+  q.Enqueue(MakeEnvelope("b", 1, kNow - 5));
+  EXPECT_FALSE(q.Pop(kNow).has_value());
+  EXPECT_EQ(q.expired_total, 2u);
+  EXPECT_FALSE(q.HasReady());
+}
+
+TEST(Queue, RequeuedMessageCanExpire) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("m", /*expiration_ms=*/50, /*published_at_ms=*/kNow));
+  q.Enqueue(MakeEnvelope("n"));
+  auto m = q.Pop(kNow);
+  ASSERT_TRUE(m);
+  q.Requeue(std::move(*m));
+  EXPECT_EQ(Drain(q, kNow + 50), (Bodies{"n"}));
+  EXPECT_EQ(q.expired_total, 1u);
+}
+
+TEST(Queue, PurgeDropsReadyAndReturnedMessagesAndCountsThem) {
+  Queue q = MakeQueue();
+  for (const char* body : {"1", "2", "3"}) q.Enqueue(MakeEnvelope(body));
+  q.Requeue(*q.Pop(kNow));
+  EXPECT_EQ(q.Purge(), 3u);
+  EXPECT_EQ(q.ready(), 0u);
+  EXPECT_FALSE(q.HasReady());
+  EXPECT_FALSE(q.Pop(kNow).has_value());
+  EXPECT_EQ(q.Purge(), 0u);
+}
+
+TEST(Queue, PurgeLeavesOrderingIntactForLaterMessages) {
+  Queue q = MakeQueue();
+  q.Enqueue(MakeEnvelope("1"));
+  auto out = q.Pop(kNow);  // out for delivery during the purge
+  ASSERT_TRUE(out);
+  q.Enqueue(MakeEnvelope("2"));
+  EXPECT_EQ(q.Purge(), 1u);
+  q.Enqueue(MakeEnvelope("3"));
+  q.Requeue(std::move(*out));
+  EXPECT_EQ(Drain(q), (Bodies{"1", "3"}));
+}
+
+TEST(Queue, InfoReportsSpecAndCounters) {
+  QueueSpec spec;
+  spec.name = "orders";
+  spec.durable = false;
+  spec.exclusive = true;
+  spec.auto_delete = true;
+  Queue q(spec, 42);
+  EXPECT_EQ(q.name(), "orders");
+  EXPECT_EQ(q.owner_session_id(), 42u);
+  for (int i = 0; i < 4; ++i) q.Enqueue(MakeEnvelope("m"));
+  ASSERT_TRUE(q.Pop(kNow).has_value());
+  q.in_flight = 1;
+  q.delivered_total = 1;
+  q.acked_total = 0;
+  auto active = std::make_shared<Consumer>();
+  auto cancelled = std::make_shared<Consumer>();
+  cancelled->active = false;
+  q.consumers().push_back(active);
+  q.consumers().push_back(cancelled);
+
+  QueueInfo info = q.Info();
+  EXPECT_EQ(info.name, "orders");
+  EXPECT_FALSE(info.durable);
+  EXPECT_TRUE(info.exclusive);
+  EXPECT_TRUE(info.auto_delete);
+  EXPECT_EQ(info.ready, 3u);
+  EXPECT_EQ(info.in_flight, 1u);
+  EXPECT_EQ(info.consumers, 1u);  // only active ones
+  EXPECT_EQ(info.published_total, 4u);
+  EXPECT_EQ(info.delivered_total, 1u);
+  EXPECT_EQ(info.acked_total, 0u);
+}
+
+TEST(Queue, PublishedTotalCountsEveryEnqueue) {
+  Queue q = MakeQueue();
+  for (int i = 0; i < 5; ++i) q.Enqueue(MakeEnvelope("m"));
+  Drain(q);
+  EXPECT_EQ(q.published_total, 5u);
+  EXPECT_EQ(q.Info().published_total, 5u);
+}
+
+TEST(Consumer, HasCreditHonoursPrefetchAndActive) {
+  Consumer c;
+  c.prefetch = 2;
+  EXPECT_TRUE(c.HasCredit());
+  c.unacked = 1;
+  EXPECT_TRUE(c.HasCredit());
+  c.unacked = 2;
+  EXPECT_FALSE(c.HasCredit());
+  c.prefetch = 0;  // unlimited
+  c.unacked = 1000;
+  EXPECT_TRUE(c.HasCredit());
+  c.active = false;
+  EXPECT_FALSE(c.HasCredit());
+}
+
+}  // namespace
+}  // namespace wharf::broker

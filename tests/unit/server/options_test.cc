@@ -1,0 +1,349 @@
+// Unit tests for server/options.h: listen addresses, the TOML config file and validation.
+#include "server/options.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "common/password.h"
+
+namespace wharf::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --- ParseListenAddress -------------------------------------------------------------------------
+
+TEST(ParseListenAddress, ReadsHostAndPort) {
+  ServerOptions options;
+  Status s = ParseListenAddress("0.0.0.0:6000", &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(options.listen_host, "0.0.0.0");
+  EXPECT_EQ(options.listen_port, 6000);
+}
+
+TEST(ParseListenAddress, ReadsHostNameAndPortZero) {
+  ServerOptions options;
+  ASSERT_TRUE(ParseListenAddress("localhost:0", &options).ok());
+  EXPECT_EQ(options.listen_host, "localhost");
+  EXPECT_EQ(options.listen_port, 0);
+}
+
+TEST(ParseListenAddress, ReadsHighestPort) {
+  ServerOptions options;
+  ASSERT_TRUE(ParseListenAddress("h:65535", &options).ok());
+  EXPECT_EQ(options.listen_port, 65535);
+}
+
+TEST(ParseListenAddress, ReadsBracketedIpv6) {
+  ServerOptions options;
+  Status s = ParseListenAddress("[::1]:5680", &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(options.listen_host, "::1");
+  EXPECT_EQ(options.listen_port, 5680);
+  ASSERT_TRUE(ParseListenAddress("[fe80::1:2]:7", &options).ok());
+  EXPECT_EQ(options.listen_host, "fe80::1:2");
+  EXPECT_EQ(options.listen_port, 7);
+}
+
+TEST(ParseListenAddress, RejectsBadFormsAndLeavesOptionsAlone) {
+  for (const std::string& bad : {
+           std::string(""),
+           std::string("5680"),             // no host
+           std::string("localhost"),        // no port
+           std::string("localhost:"),       // empty port
+           std::string(":5680"),            // empty host
+           std::string("localhost:65536"),  // port out of range
+           std::string("localhost:99999999999"),
+           std::string("localhost:-1"),
+           std::string("localhost:+80"),
+           std::string("localhost:80x"),
+           std::string("localhost: 80"),
+           std::string("localhost:http"),
+           std::string("[::1]5680"),  // no "]:"
+           std::string("[::1]"),
+           std::string("[::1]:"),
+           std::string("[]:5680"),
+       }) {
+    ServerOptions options;
+    Status s = ParseListenAddress(bad, &options);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidConfig) << "'" << bad << "'";
+    EXPECT_EQ(options.listen_host, ServerOptions{}.listen_host) << "'" << bad << "'";
+    EXPECT_EQ(options.listen_port, kDefaultPort) << "'" << bad << "'";
+  }
+}
+
+// --- LoadConfigFile -----------------------------------------------------------------------------
+
+// A temporary directory for config files, removed at the end of each test.
+class LoadConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "wharf-options-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  std::string Write(const std::string& contents, const std::string& name = "wharfd.toml") {
+    std::string path = (fs::path(dir_) / name).string();
+    std::ofstream out(path, std::ios::binary);
+    out << contents;
+    EXPECT_TRUE(out.good()) << path;
+    return path;
+  }
+
+  // Loads `contents` into `options`; returns the status.
+  Status Load(const std::string& contents, ServerOptions* options) {
+    return LoadConfigFile(Write(contents), options);
+  }
+
+  // Expects `contents` to be refused with a message containing `needle`.
+  void ExpectRejected(const std::string& contents, const std::string& needle) {
+    ServerOptions options;
+    std::string path = Write(contents);
+    Status s = LoadConfigFile(path, &options);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidConfig) << contents;
+    EXPECT_NE(s.message().find(needle), std::string_view::npos)
+        << "message '" << s.message() << "' should mention '" << needle << "'";
+    EXPECT_NE(s.message().find(path), std::string_view::npos)
+        << "message '" << s.message() << "' should name the file";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(LoadConfigFileTest, ReadsEveryKey) {
+  std::string alice = HashPassword("alice-pw", 1000);
+  std::string bob = HashPassword("bob-pw", 1000);
+  ServerOptions options;
+  Status s = Load(R"(
+[server]
+listen = "0.0.0.0:6001"
+data_dir = "/var/lib/wharf"
+log_level = "debug"
+io_threads = 4
+
+[limits]
+max_message_bytes = 1048576
+max_connections = 500
+
+[auth]
+loopback_guest = false
+
+[[auth.users]]
+name = "alice"
+password_hash = ")" + alice +
+                      R"("
+
+[[auth.users]]
+name = "bob"
+password_hash = ")" + bob +
+                      R"("
+)",
+                  &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(options.listen_host, "0.0.0.0");
+  EXPECT_EQ(options.listen_port, 6001);
+  EXPECT_EQ(options.data_dir, "/var/lib/wharf");
+  EXPECT_EQ(options.log_level, "debug");
+  EXPECT_EQ(options.io_threads, 4u);
+  EXPECT_EQ(options.max_message_bytes, 1048576u);
+  EXPECT_EQ(options.max_frame_bytes(), 1048576u + (1u << 20));
+  EXPECT_EQ(options.max_connections, 500u);
+  EXPECT_FALSE(options.loopback_guest);
+  ASSERT_EQ(options.users.size(), 2u);
+  EXPECT_EQ(options.users.at("alice"), alice);
+  EXPECT_EQ(options.users.at("bob"), bob);
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
+  ServerOptions options;
+  ASSERT_TRUE(Load("# nothing here\n", &options).ok());
+  ServerOptions defaults;
+  EXPECT_EQ(options.listen_host, defaults.listen_host);
+  EXPECT_EQ(options.listen_port, defaults.listen_port);
+  EXPECT_EQ(options.data_dir, defaults.data_dir);
+  EXPECT_EQ(options.log_level, defaults.log_level);
+  EXPECT_EQ(options.io_threads, defaults.io_threads);
+  EXPECT_EQ(options.max_message_bytes, defaults.max_message_bytes);
+  EXPECT_EQ(options.max_connections, defaults.max_connections);
+  EXPECT_EQ(options.loopback_guest, defaults.loopback_guest);
+  EXPECT_TRUE(options.users.empty());
+}
+
+TEST_F(LoadConfigFileTest, FileOverridesOnlyTheKeysItSets) {
+  ServerOptions options;
+  options.data_dir = "/from/flags";
+  options.listen_port = 1234;
+  ASSERT_TRUE(Load("[server]\nlog_level = \"warn\"\n", &options).ok());
+  EXPECT_EQ(options.log_level, "warn");
+  EXPECT_EQ(options.data_dir, "/from/flags");
+  EXPECT_EQ(options.listen_port, 1234);
+}
+
+TEST_F(LoadConfigFileTest, ReadsIpv6Listen) {
+  ServerOptions options;
+  ASSERT_TRUE(Load("[server]\nlisten = \"[::1]:5999\"\n", &options).ok());
+  EXPECT_EQ(options.listen_host, "::1");
+  EXPECT_EQ(options.listen_port, 5999);
+}
+
+TEST_F(LoadConfigFileTest, UnknownKeyIsRejectedWithTheKeyNamed) {
+  ExpectRejected("bogus = 1\n", "bogus");
+  ExpectRejected("[server]\nlisten_address = \"h:1\"\n", "listen_address");
+  ExpectRejected("[limits]\nmax_queues = 5\n", "max_queues");
+  ExpectRejected("[auth]\nguest = true\n", "guest");
+  ExpectRejected("[logging]\nlevel = \"info\"\n", "logging");
+  ExpectRejected("[[auth.users]]\nname = \"a\"\npassword = \"plaintext\"\npassword_hash = \"" +
+                     HashPassword("x", 1000) + "\"\n",
+                 "password");
+}
+
+TEST_F(LoadConfigFileTest, WrongTypeIsRejected) {
+  ExpectRejected("[server]\nio_threads = \"4\"\n", "io_threads");
+  ExpectRejected("[server]\nlog_level = 3\n", "log_level");
+  ExpectRejected("[server]\nlisten = 5680\n", "listen");
+  ExpectRejected("[server]\ndata_dir = [\"a\"]\n", "data_dir");
+  ExpectRejected("[limits]\nmax_message_bytes = 1.5\n", "max_message_bytes");
+  ExpectRejected("[limits]\nmax_connections = true\n", "max_connections");
+  ExpectRejected("[auth]\nloopback_guest = \"yes\"\n", "loopback_guest");
+  ExpectRejected("server = 5\n", "server");
+  ExpectRejected("[auth]\nusers = \"alice\"\n", "auth.users");
+  ExpectRejected("[auth]\nusers = [1, 2]\n", "auth.users");
+  ExpectRejected("[[auth.users]]\nname = 7\n", "name");
+}
+
+TEST_F(LoadConfigFileTest, OutOfRangeIntegerIsRejected) {
+  ExpectRejected("[server]\nio_threads = 65\n", "io_threads");
+  ExpectRejected("[server]\nio_threads = -1\n", "io_threads");
+  ExpectRejected("[limits]\nmax_message_bytes = 0\n", "max_message_bytes");
+  ExpectRejected("[limits]\nmax_message_bytes = 536870913\n", "max_message_bytes");
+  ExpectRejected("[limits]\nmax_connections = 0\n", "max_connections");
+  ExpectRejected("[limits]\nmax_connections = 1000001\n", "max_connections");
+}
+
+TEST_F(LoadConfigFileTest, IntegerLimitsAreInclusive) {
+  ServerOptions options;
+  ASSERT_TRUE(Load("[server]\nio_threads = 64\n[limits]\nmax_message_bytes = 536870912\n"
+                   "max_connections = 1000000\n",
+                   &options)
+                  .ok());
+  EXPECT_EQ(options.io_threads, 64u);
+  EXPECT_EQ(options.max_message_bytes, 536870912u);
+  EXPECT_EQ(options.max_connections, 1'000'000u);
+}
+
+TEST_F(LoadConfigFileTest, BadListenIsRejected) {
+  ExpectRejected("[server]\nlisten = \"no-port\"\n", "no-port");
+}
+
+TEST_F(LoadConfigFileTest, BadPasswordHashIsRejectedWithTheUserNamed) {
+  ExpectRejected("[[auth.users]]\nname = \"mallory\"\npassword_hash = \"plaintext\"\n", "mallory");
+  ExpectRejected("[[auth.users]]\nname = \"nohash\"\n", "nohash");
+  std::string truncated = HashPassword("x", 1000);
+  truncated.pop_back();
+  ExpectRejected("[[auth.users]]\nname = \"trunc\"\npassword_hash = \"" + truncated + "\"\n",
+                 "trunc");
+}
+
+TEST_F(LoadConfigFileTest, DuplicateUserIsRejected) {
+  std::string hash = HashPassword("x", 1000);
+  ExpectRejected("[[auth.users]]\nname = \"alice\"\npassword_hash = \"" + hash +
+                     "\"\n[[auth.users]]\nname = \"alice\"\npassword_hash = \"" + hash + "\"\n",
+                 "alice");
+}
+
+TEST_F(LoadConfigFileTest, UserWithoutNameIsRejected) {
+  ExpectRejected("[[auth.users]]\npassword_hash = \"" + HashPassword("x", 1000) + "\"\n", "name");
+}
+
+TEST_F(LoadConfigFileTest, SyntaxErrorIsInvalidConfig) {
+  ServerOptions options;
+  std::string path = Write("[server\nlisten = \n");
+  Status s = LoadConfigFile(path, &options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find(path), std::string_view::npos) << s.ToString();
+}
+
+TEST_F(LoadConfigFileTest, MissingFileIsInvalidConfig) {
+  ServerOptions options;
+  std::string path = (fs::path(dir_) / "absent.toml").string();
+  Status s = LoadConfigFile(path, &options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find(path), std::string_view::npos) << s.ToString();
+}
+
+// --- ValidateOptions ----------------------------------------------------------------------------
+
+TEST(ValidateOptions, DefaultsAreValid) {
+  Status s = ValidateOptions(ServerOptions{});
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST(ValidateOptions, AcceptsEveryLogLevel) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    ServerOptions options;
+    options.log_level = level;
+    EXPECT_TRUE(ValidateOptions(options).ok()) << level;
+  }
+}
+
+TEST(ValidateOptions, BadLogLevelIsInvalidConfig) {
+  for (const char* level : {"verbose", "INFO", "", "warning"}) {
+    ServerOptions options;
+    options.log_level = level;
+    Status s = ValidateOptions(options);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidConfig) << level;
+    EXPECT_NE(s.message().find("log_level"), std::string_view::npos) << s.ToString();
+  }
+}
+
+TEST(ValidateOptions, EmptyDataDirIsInvalidConfig) {
+  ServerOptions options;
+  options.data_dir = "";
+  EXPECT_EQ(ValidateOptions(options).code(), StatusCode::kInvalidConfig);
+}
+
+TEST(ValidateOptions, ZeroMaxMessageBytesIsInvalidConfig) {
+  ServerOptions options;
+  options.max_message_bytes = 0;
+  EXPECT_EQ(ValidateOptions(options).code(), StatusCode::kInvalidConfig);
+}
+
+// --- The shipped config files -------------------------------------------------------------------
+
+TEST(ConfigDir, EveryTomlFileLoadsAndValidates) {
+  // Finding no file is fine (the directory may not have any yet); every file found must load.
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (fs::is_directory(WHARF_CONFIG_DIR, ec)) {
+    for (const auto& entry : fs::directory_iterator(WHARF_CONFIG_DIR, ec)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".toml") {
+        files.push_back(entry.path());
+      }
+    }
+  }
+  for (const fs::path& file : files) {
+    ServerOptions options;
+    Status loaded = LoadConfigFile(file.string(), &options);
+    EXPECT_TRUE(loaded.ok()) << loaded.ToString();
+    if (!loaded.ok()) continue;
+    Status valid = ValidateOptions(options);
+    EXPECT_TRUE(valid.ok()) << file << ": " << valid.ToString();
+  }
+  RecordProperty("config_files", static_cast<int>(files.size()));
+}
+
+}  // namespace
+}  // namespace wharf::server
