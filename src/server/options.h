@@ -24,7 +24,6 @@ struct ServerOptions {
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 1
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
-  uint32_t heartbeat_timeout_s = 0;  // reserved; 0 = off
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
