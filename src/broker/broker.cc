@@ -31,6 +31,20 @@ std::string SpecDifference(const QueueSpec& a, const QueueSpec& b) {
   return "";
 }
 
+// Bytes a message takes on the wire, closely enough to keep a batch under the frame limit.
+uint64_t ApproximateWireSize(const Message& m) {
+  uint64_t size = m.body.size() + 128;
+  for (const auto& [key, value] : m.headers) {
+    size += key.size() + 16;
+    if (const auto* s = std::get_if<std::string>(&value)) size += s->size();
+    if (const auto* b = std::get_if<Bytes>(&value)) size += b->data.size();
+  }
+  const Properties& p = m.properties;
+  size += p.message_id.size() + p.correlation_id.size() + p.reply_to.size() +
+          p.content_type.size() + p.content_encoding.size() + p.type.size() + p.app_id.size();
+  return size;
+}
+
 }  // namespace
 
 Status ValidateName(std::string_view kind, std::string_view name) {
@@ -338,7 +352,7 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
     auto& list = queue->bindings();
     auto it = std::find_if(list.begin(), list.end(), [&](const BindingSpec& b) {
       return b.exchange == binding.exchange && b.routing_key == binding.routing_key &&
-             b.arguments == binding.arguments;
+             Exchange::Canonical(b.arguments) == Exchange::Canonical(binding.arguments);
     });
     if (it != list.end()) list.erase(it);
     MaybeAutoDeleteExchange(binding.exchange);
@@ -620,7 +634,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
       auto message = queue->Pop(now_ms);
       if (!message) break;
       // Keep one ReceiveOk within a frame: stop before the batch outgrows the body limit.
-      uint64_t size = message->envelope->message.body.size();
+      uint64_t size = ApproximateWireSize(message->envelope->message);
       if (!deliveries.empty() && bytes + size > options_.max_message_bytes) {
         queue->Requeue(std::move(*message));  // same sequence: it stays at the head
         break;

@@ -48,6 +48,9 @@ class Exchange {
 
   ExchangeInfo Info() const;
 
+  // The exact identity of an arguments table (doubles by their bits), as bindings compare it.
+  static std::string Canonical(const Headers& arguments);
+
  private:
   // Identity of a binding: the arguments are in a canonical text form.
   using BindingKey = std::tuple<Queue*, std::string, std::string>;
@@ -57,8 +60,6 @@ class Exchange {
     HeadersMatchMode mode;
     std::string canonical;
   };
-
-  static std::string Canonical(const Headers& arguments);
 
   ExchangeSpec spec_;
   std::map<BindingKey, Headers> bindings_;  // every binding with its arguments

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace wharf::broker {
@@ -89,7 +90,12 @@ class TopicTrie {
   // between '#' words meet only on entering a '#' node at the same position, so remembering
   // those states makes matching polynomial (and emits each pattern once) even for patterns
   // like "#.#.#.#" against long keys.
-  using Visited = std::vector<std::pair<const Node*, size_t>>;
+  struct StateHash {
+    size_t operator()(const std::pair<const Node*, size_t>& s) const {
+      return std::hash<const void*>{}(s.first) ^ (s.second * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  using Visited = std::unordered_set<std::pair<const Node*, size_t>, StateHash>;
 
   template <typename Emit>
   static void MatchAt(const Node* node, const std::vector<std::string_view>& words, size_t i,
@@ -97,9 +103,7 @@ class TopicTrie {
     if (const Node* hash = node->Child("#")) {
       // '#' swallows zero or more words: continue from every position i..n.
       for (size_t j = i; j <= words.size(); ++j) {
-        std::pair<const Node*, size_t> state{hash, j};
-        if (std::find(visited.begin(), visited.end(), state) != visited.end()) continue;
-        visited.push_back(state);
+        if (!visited.emplace(hash, j).second) continue;
         MatchAt(hash, words, j, emit, visited);
       }
     }

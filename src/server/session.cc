@@ -80,6 +80,8 @@ void Session::OnRead(const asio::error_code& ec, size_t bytes) {
     }
     return;
   }
+  // A read that was already pending when closing began: its bytes are not executed.
+  if (state_ == State::kClosing) return;
   decoder_.CommitWrite(bytes);
   std::vector<Request> batch;
   Status stop;

@@ -1192,17 +1192,20 @@ TEST_F(BrokerTest, ReceiveMaxMessagesOverLimitIsInvalidArgument) {
 
 TEST_F(BrokerTest, ReceiveBatchStaysWithinMaxMessageBytes) {
   BrokerOptions options;
-  options.max_message_bytes = 10;
+  // Each message counts as its body plus a fixed allowance for its envelope (128 bytes here,
+  // with no headers or properties): a, b and c weigh 228, d weighs 428.
+  options.max_message_bytes = 500;
   Reset(options);
   DeclareQueue("q");
-  PublishTo("q", {"aaaa", "bbbb", "cccc", "dddddddddd"});
+  const std::string a(100, 'a'), b(100, 'b'), c(100, 'c'), d(300, 'd');
+  PublishTo("q", {a, b, c, d});
   Receive("q", 10, 1000, /*request_id=*/1);
   broker().Flush();
   ASSERT_EQ(peer1_->completions.size(), 1u);
-  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), (Bodies{"aaaa", "bbbb"}));
+  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), (Bodies{a, b}));
   // What did not fit stays at the head, in order; a single message may fill a batch alone.
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{"cccc"});
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{"dddddddddd"});
+  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{c});
+  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{d});
   EXPECT_EQ(Info("q").ready, 0u);
 }
 

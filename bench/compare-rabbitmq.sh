@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Runs the same wharf-perf scenarios against wharfd and RabbitMQ on this machine, one after the
+# other, and prints one table: each figure for each broker and the ratio Wharf / RabbitMQ.
+#
+#   bench/compare-rabbitmq.sh [--quick] [--build-dir DIR] [--out FILE]
+#
+# Installs rabbitmq-server, fio and iperf3 from Debian if missing (needs root or sudo), starts
+# RabbitMQ on 127.0.0.1 only with a throw-away data dir, starts wharfd on 127.0.0.1, measures the
+# machine's limits (fsync latency, loopback bandwidth), runs the scenarios, stops both brokers.
+# Bounded: about 8 minutes by default, under 3 with --quick. All traffic stays on 127.0.0.1.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="$root/build"
+quick=0
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --build-dir) build="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+perf="$build/bench/wharf-perf"
+wharfd="$build/src/server/wharfd"
+[ -x "$perf" ] && [ -x "$wharfd" ] || { echo "build first: make build" >&2; exit 2; }
+
+sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+missing=""
+for p in rabbitmq-server fio iperf3; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
+
+if [ $quick = 1 ]; then d=6; backlog=100000; long=8; lat=4; else d=20; backlog=500000; long=30; lat=10; fi
+
+work=$(mktemp -d /tmp/wharf-compare-XXXXXX)
+chmod 755 "$work"
+cleanup() {
+  [ -n "${wharfd_pid:-}" ] && kill "$wharfd_pid" 2>/dev/null && wait "$wharfd_pid" 2>/dev/null || true
+  if [ -n "${rabbit_started:-}" ]; then
+    RABBITMQ_NODENAME=wharfbench@localhost rabbitmqctl -n wharfbench@localhost stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== machine limits ($(date -u +%Y-%m-%d), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB)"
+fio --name=fsync --directory="$work" --rw=write --bs=4k --size=16m --fsync=1 \
+    --ioengine=sync --runtime=5 --time_based=0 --output-format=json > "$work/fio.json" 2>/dev/null || true
+python3 - "$work/fio.json" <<'PY' || true
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+s = j.get("sync", {})
+p = s.get("lat_ns", {}).get("percentile", {})
+print("fsync latency (fio, 4k write + fsync): p50 %.0f us  p99 %.0f us  (%d fsyncs)" % (
+    p.get("50.000000", 0) / 1000, p.get("99.000000", 0) / 1000, s.get("total_ios", 0)))
+PY
+iperf3 -s -B 127.0.0.1 -p 5299 -1 >/dev/null 2>&1 &
+sleep 0.5
+iperf3 -c 127.0.0.1 -p 5299 -t 3 -J 2>/dev/null | python3 -c \
+  'import json,sys; j=json.load(sys.stdin); print("loopback TCP bandwidth (iperf3, 1 stream): %.1f Gbit/s" % (j["end"]["sum_received"]["bits_per_second"]/1e9))' || true
+
+echo "== starting RabbitMQ $(dpkg-query -W -f='${Version}' rabbitmq-server) on 127.0.0.1:5672"
+export RABBITMQ_NODENAME=wharfbench@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+export RABBITMQ_NODE_PORT=5672 RABBITMQ_DIST_PORT=25672 ERL_EPMD_ADDRESS=127.0.0.1
+export RABBITMQ_MNESIA_BASE="$work/rabbit/mnesia" RABBITMQ_LOG_BASE="$work/rabbit/log"
+export RABBITMQ_CONFIG_FILE="$work/rabbit/rabbitmq" RABBITMQ_ENABLED_PLUGINS_FILE="$work/rabbit/plugins"
+mkdir -p "$work/rabbit/mnesia" "$work/rabbit/log"
+printf 'loopback_users.guest = true\nlisteners.tcp.default = 127.0.0.1:5672\n' > "$work/rabbit/rabbitmq.conf"
+echo '[].' > "$work/rabbit/plugins"
+chown -R rabbitmq:rabbitmq "$work/rabbit" 2>/dev/null || true
+rabbitmq-server > "$work/rabbit/stdout.log" 2>&1 &
+rabbit_started=1
+timeout 90 rabbitmqctl -n wharfbench@localhost await_startup >/dev/null
+
+echo "== starting wharfd on 127.0.0.1:5681"
+"$wharfd" --listen 127.0.0.1:5681 --data-dir "$work/wharf" --log-level warn 2> "$work/wharfd.log" &
+wharfd_pid=$!
+sleep 0.5
+
+# run NAME ARGS...: runs the scenario on both brokers, keeps the RESULT lines.
+results="$work/results.txt"
+: > "$results"
+run() {
+  local name=$1; shift
+  for broker in wharf rabbitmq; do
+    local target=(--driver native --server 127.0.0.1:5681)
+    [ $broker = rabbitmq ] && target=(--driver amqp --uri amqp://guest:guest@127.0.0.1:5672/)
+    local line
+    line=$("$perf" "${target[@]}" --queue "bench-$name" "$@" 2>/dev/null | grep '^RESULT' || true)
+    echo "$name $broker ${line#RESULT }" >> "$results"
+    echo "  $name / $broker: ${line#RESULT }"
+  done
+}
+
+echo "== scenarios (256-byte bodies)"
+run persistent-confirm-1p --persistent --confirm 1000 --producers 1 --consumers 0 --duration $d --delete
+run persistent-confirm-4p --persistent --confirm 1000 --producers 4 --consumers 0 --duration $d --delete
+run transient-1p1c --producers 1 --consumers 1 --duration $d --delete
+# Drain: fill a persistent backlog (publishers with confirms), then consume it (prefetch 100, ack each).
+for broker in wharf rabbitmq; do
+  target=(--driver native --server 127.0.0.1:5681)
+  [ $broker = rabbitmq ] && target=(--driver amqp --uri amqp://guest:guest@127.0.0.1:5672/)
+  "$perf" "${target[@]}" --queue bench-drain --persistent --confirm 1000 --producers 2 \
+    --consumers 0 --count $backlog >/dev/null 2>&1
+  line=$("$perf" "${target[@]}" --queue bench-drain --persistent --producers 0 --consumers 1 \
+    --prefetch 100 --count $backlog --duration 120 --delete 2>/dev/null | grep '^RESULT' || true)
+  # The drain run publishes nothing; its consume rate is the figure.
+  echo "drain-backlog $broker ${line#RESULT }" >> "$results"
+  echo "  drain-backlog / $broker: ${line#RESULT }"
+done
+run sustained-1p1c --persistent --confirm 1000 --producers 1 --consumers 1 --duration $long --delete
+run latency-confirm-1 --persistent --confirm 1 --producers 1 --consumers 0 --duration $lat --delete
+
+echo
+python3 - "$results" <<'PY' | tee ${out:+"$out"}
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if len(parts) < 2: continue
+    kv = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    rows.setdefault(parts[0], {})[parts[1]] = kv
+metrics = {
+    "persistent-confirm-1p": [("pub_rate", "msg/s", True), ("conf_p99_us", "us p99", False)],
+    "persistent-confirm-4p": [("pub_rate", "msg/s", True), ("conf_p99_us", "us p99", False)],
+    "transient-1p1c": [("pub_rate", "msg/s", True), ("cons_rate", "msg/s", True)],
+    "drain-backlog": [("cons_rate", "msg/s", True)],
+    "sustained-1p1c": [("pub_rate", "msg/s", True), ("cons_rate", "msg/s", True),
+                       ("e2e_p99_us", "us p99", False)],
+    "latency-confirm-1": [("conf_p50_us", "us p50", False), ("conf_p99_us", "us p99", False)],
+}
+print("| scenario | figure | Wharf | RabbitMQ | Wharf / RabbitMQ |")
+print("| --- | --- | ---: | ---: | ---: |")
+for name, ms in metrics.items():
+    r = rows.get(name, {})
+    for key, unit, higher in ms:
+        w = float(r.get("wharf", {}).get(key, 0) or 0)
+        b = float(r.get("rabbitmq", {}).get(key, 0) or 0)
+        ratio = (w / b if higher else b / w) if w and b else 0
+        note = "x faster" if higher else "x lower"
+        print(f"| {name} | {key} ({unit}) | {w:,.0f} | {b:,.0f} | {ratio:.1f}{note} |")
+    errs = [r.get(x, {}).get("errors", "?") for x in ("wharf", "rabbitmq")]
+    if errs != ["0", "0"]:
+        print(f"| {name} | errors | {errs[0]} | {errs[1]} | |")
+PY

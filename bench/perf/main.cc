@@ -1,0 +1,284 @@
+// wharf-perf: see perf.h and docs/benchmarks.md. Exit codes: 0 run completed, 1 the run hit
+// errors or the broker went away (the summary is printed either way), 2 bad usage.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perf/perf.h"
+#include "wharf/types.h"
+
+namespace {
+
+using wharf::perf::Options;
+using wharf::perf::Run;
+
+constexpr const char* kUsage =
+    R"(usage: wharf-perf [options]   (a run needs --count and/or --duration)
+
+  --driver native|amqp     native: the Wharf protocol (default); amqp: AMQP 0-9-1 (rabbitmq-c)
+  --server HOST:PORT       native broker (default 127.0.0.1:5680)
+  --uri amqp://U:P@H:PORT/VHOST   amqp broker (default amqp://guest:guest@127.0.0.1:5672/)
+  --user U --password P    credentials (default guest/guest, the loopback user)
+  --queue NAME             queue name (default perf; with --queues N: NAME-0..NAME-N-1)
+  --queues N               number of queues (default 1)
+  --exchange-type T        publish through an exchange of type direct|fanout|topic bound to
+                           each queue (default: the default exchange, by queue name)
+  --producers N            producer connections (default 1)
+  --consumers N            consumer connections (default 1)
+  --size BYTES             body size (default 256, at least 8: the send time is stamped in it)
+  --persistent             durable queues and persistent messages (transient otherwise)
+  --confirm WINDOW         publisher confirms, at most WINDOW unconfirmed per producer
+  --prefetch N             consumer prefetch (default 100)
+  --ack-every N            ack every Nth delivery with multiple=true (default 1: each)
+  --rate R                 total publish rate in msgs/s (default: flat out)
+  --count N                total messages to publish
+  --duration S             run for S seconds
+  --delete                 delete the queues (and exchange) at the end
+  --json                   print the summary as one JSON object (last line)
+)";
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = text.substr(0, colon);
+  try {
+    *port = static_cast<uint16_t>(std::stoi(text.substr(colon + 1)));
+  } catch (...) {
+    return false;
+  }
+  return !host->empty();
+}
+
+// amqp://user:pass@host:port/vhost (vhost "%2f" or empty means "/").
+bool ParseUri(const std::string& uri, Options* o) {
+  const std::string scheme = "amqp://";
+  if (uri.rfind(scheme, 0) != 0) return false;
+  std::string rest = uri.substr(scheme.size());
+  size_t at = rest.find('@');
+  if (at != std::string::npos) {
+    std::string creds = rest.substr(0, at);
+    size_t colon = creds.find(':');
+    o->user = creds.substr(0, colon);
+    o->password = colon == std::string::npos ? "" : creds.substr(colon + 1);
+    rest = rest.substr(at + 1);
+  }
+  size_t slash = rest.find('/');
+  std::string hostport = rest.substr(0, slash);
+  std::string vhost = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  o->vhost = vhost.empty() || vhost == "%2f" || vhost == "%2F" ? "/" : vhost;
+  if (hostport.find(':') == std::string::npos) hostport += ":5672";
+  return ParseHostPort(hostport, &o->host, &o->port);
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "wharf-perf: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+double Rate(uint64_t n, double seconds) {
+  return seconds > 0 ? static_cast<double>(n) / seconds : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bool server_given = false, uri_given = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--help" || a == "-h") {
+        std::fputs(kUsage, stdout);
+        return 0;
+      } else if (a == "--driver") {
+        o.driver = value();
+      } else if (a == "--server") {
+        if (!ParseHostPort(value(), &o.host, &o.port)) return Usage("--server needs HOST:PORT");
+        server_given = true;
+      } else if (a == "--uri") {
+        o.uri = value();
+        uri_given = true;
+      } else if (a == "--user") {
+        o.user = value();
+      } else if (a == "--password") {
+        o.password = value();
+      } else if (a == "--queue") {
+        o.queue = value();
+      } else if (a == "--queues") {
+        o.queues = std::stoi(value());
+      } else if (a == "--exchange-type") {
+        o.exchange_type = value();
+      } else if (a == "--producers") {
+        o.producers = std::stoi(value());
+      } else if (a == "--consumers") {
+        o.consumers = std::stoi(value());
+      } else if (a == "--size") {
+        o.size = std::stoul(value());
+      } else if (a == "--persistent") {
+        o.persistent = true;
+      } else if (a == "--confirm") {
+        o.confirm = static_cast<uint32_t>(std::stoul(value()));
+      } else if (a == "--prefetch") {
+        o.prefetch = static_cast<uint32_t>(std::stoul(value()));
+      } else if (a == "--ack-every") {
+        o.ack_every = static_cast<uint32_t>(std::stoul(value()));
+      } else if (a == "--rate") {
+        o.rate = std::stod(value());
+      } else if (a == "--count") {
+        o.count = std::stoull(value());
+      } else if (a == "--duration") {
+        o.duration_s = std::stod(value());
+      } else if (a == "--delete") {
+        o.delete_queues = true;
+      } else if (a == "--json") {
+        o.json = true;
+      } else {
+        return Usage("unknown option '" + a + "'");
+      }
+    } catch (const std::exception& e) {
+      return Usage(std::string("bad value: ") + e.what());
+    }
+  }
+  if (o.driver != "native" && o.driver != "amqp") return Usage("--driver is native or amqp");
+  if (o.count == 0 && o.duration_s <= 0) {
+    return Usage("a run is always bounded: give --count N and/or --duration S");
+  }
+  if (o.producers < 0 || o.consumers < 0 || o.queues < 1) return Usage("bad connection counts");
+  if (!o.exchange_type.empty() && o.exchange_type != "direct" && o.exchange_type != "fanout" &&
+      o.exchange_type != "topic") {
+    return Usage("--exchange-type is direct, fanout or topic");
+  }
+  if (o.driver == "amqp") {
+    if (server_given) return Usage("--server is for the native driver; use --uri");
+    if (!ParseUri(uri_given ? o.uri : "amqp://guest:guest@127.0.0.1:5672/", &o)) {
+      return Usage("--uri must look like amqp://user:pass@host:port/vhost");
+    }
+  } else if (uri_given) {
+    return Usage("--uri is for the amqp driver; use --server");
+  }
+
+  std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Run run;
+  run.options = o;
+  auto driver =
+      o.driver == "native" ? wharf::perf::MakeNativeDriver() : wharf::perf::MakeAmqpDriver();
+  if (wharf::Status s = driver->Setup(run); !s.ok()) {
+    std::fprintf(stderr, "wharf-perf: setup failed: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  run.start = std::chrono::steady_clock::now();
+  std::vector<std::thread> consumers, producers;
+  for (int i = 0; i < o.consumers; ++i) {
+    consumers.emplace_back([&run, &driver, i] { driver->Consume(run, i); });
+  }
+  for (int i = 0; i < o.producers; ++i) {
+    producers.emplace_back([&run, &driver, i] { driver->Produce(run, i); });
+  }
+  std::thread producer_waiter([&] {
+    for (auto& t : producers) t.join();
+    run.producers_done = true;
+  });
+
+  // Each message reaches one queue, or every queue through a fanout exchange.
+  auto expected = [&] {
+    uint64_t per = o.exchange_type == "fanout" ? static_cast<uint64_t>(o.queues) : 1;
+    return run.stats.published.load() * per;
+  };
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - run.start).count();
+  };
+  uint64_t last_pub = 0, last_conf = 0, last_recv = 0, idle_ticks = 0;
+  double producers_finished_at = -1;
+  auto next_tick = run.start;
+  while (!run.stop) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    double t = elapsed();
+    if (g_interrupted) {
+      std::fprintf(stderr, "wharf-perf: interrupted\n");
+      run.stop = true;
+      break;
+    }
+    if (o.duration_s > 0 && t >= o.duration_s) run.stop = true;
+    if (run.producers_done && producers_finished_at < 0) producers_finished_at = t;
+    if (run.producers_done) {
+      bool drained = o.consumers == 0 || run.stats.received.load() >= expected();
+      if (drained) run.stop = true;
+    }
+    if (std::chrono::steady_clock::now() >= next_tick + std::chrono::seconds(1)) {
+      next_tick += std::chrono::seconds(1);
+      uint64_t pub = run.stats.published, conf = run.stats.confirmed, recv = run.stats.received;
+      std::fprintf(stderr, "[%5.1fs] published %9llu/s  confirmed %9llu/s  received %9llu/s\n", t,
+                   static_cast<unsigned long long>(pub - last_pub),
+                   static_cast<unsigned long long>(conf - last_conf),
+                   static_cast<unsigned long long>(recv - last_recv));
+      // Consumers that make no progress for 10 s after the producers finished: give up.
+      idle_ticks = (run.producers_done && recv == last_recv) ? idle_ticks + 1 : 0;
+      if (idle_ticks >= 10) {
+        run.Fail("consumers stalled: received " + std::to_string(recv) + " of " +
+                 std::to_string(expected()));
+        run.stop = true;
+      }
+      last_pub = pub, last_conf = conf, last_recv = recv;
+    }
+  }
+  double total_s = elapsed();
+  producer_waiter.join();
+  for (auto& t : consumers) t.join();
+  if (o.delete_queues) {
+    if (wharf::Status s = driver->Teardown(run); !s.ok()) run.Fail("teardown: " + s.ToString());
+  }
+
+  auto& st = run.stats;
+  double pub_s = producers_finished_at > 0 ? producers_finished_at : total_s;
+  double pub_rate = Rate(st.published, pub_s);
+  double cons_rate = Rate(st.received, total_s);
+  uint64_t c50 = st.confirm_latency.Percentile(50), c95 = st.confirm_latency.Percentile(95),
+           c99 = st.confirm_latency.Percentile(99), cmax = st.confirm_latency.Max();
+  uint64_t e50 = st.e2e_latency.Percentile(50), e95 = st.e2e_latency.Percentile(95),
+           e99 = st.e2e_latency.Percentile(99);
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf(
+      "summary: %s driver, %d producer(s), %d consumer(s), %d queue(s), %zu-byte %s messages, "
+      "confirm window %u, %.1f s\n",
+      o.driver.c_str(), o.producers, o.consumers, o.queues, o.size,
+      o.persistent ? "persistent" : "transient", o.confirm, total_s);
+  std::printf("  publish   %12.0f msg/s   (%llu published, %llu confirmed)\n", pub_rate,
+              u(st.published), u(st.confirmed));
+  std::printf("  consume   %12.0f msg/s   (%llu received, %llu redelivered)\n", cons_rate,
+              u(st.received), u(st.redelivered));
+  std::printf("  confirm latency  p50 %llu us  p95 %llu us  p99 %llu us  max %llu us\n", u(c50),
+              u(c95), u(c99), u(cmax));
+  std::printf("  end-to-end       p50 %llu us  p95 %llu us  p99 %llu us\n", u(e50), u(e95), u(e99));
+  std::printf("  errors %llu%s%s\n", u(st.errors),
+              run.first_error.empty() ? "" : ": first: ", run.first_error.c_str());
+  if (o.json) {
+    std::printf(
+        "{\"driver\":\"%s\",\"pub_rate\":%.0f,\"cons_rate\":%.0f,\"conf_p50_us\":%llu,"
+        "\"conf_p95_us\":%llu,\"conf_p99_us\":%llu,\"conf_max_us\":%llu,\"e2e_p50_us\":%llu,"
+        "\"e2e_p95_us\":%llu,\"e2e_p99_us\":%llu,\"published\":%llu,\"confirmed\":%llu,"
+        "\"received\":%llu,\"redelivered\":%llu,\"errors\":%llu,\"seconds\":%.2f}\n",
+        o.driver.c_str(), pub_rate, cons_rate, u(c50), u(c95), u(c99), u(cmax), u(e50), u(e95),
+        u(e99), u(st.published), u(st.confirmed), u(st.received), u(st.redelivered), u(st.errors),
+        total_s);
+  } else {
+    std::printf(
+        "RESULT driver=%s pub_rate=%.0f conf_p50_us=%llu conf_p95_us=%llu conf_p99_us=%llu "
+        "conf_max_us=%llu cons_rate=%.0f e2e_p50_us=%llu e2e_p95_us=%llu e2e_p99_us=%llu "
+        "published=%llu confirmed=%llu received=%llu redelivered=%llu errors=%llu seconds=%.2f\n",
+        o.driver.c_str(), pub_rate, u(c50), u(c95), u(c99), u(cmax), cons_rate, u(e50), u(e95),
+        u(e99), u(st.published), u(st.confirmed), u(st.received), u(st.redelivered), u(st.errors),
+        total_s);
+  }
+  return st.errors == 0 ? 0 : 1;
+}

@@ -1,0 +1,157 @@
+// The native driver: the Wharf C++ client, one connection per producer or consumer.
+#include <semaphore>
+#include <thread>
+
+#include "perf/perf.h"
+#include "wharf/client.h"
+
+namespace wharf::perf {
+namespace {
+
+ClientOptions ClientOptionsFor(const Options& o, const std::string& name) {
+  ClientOptions c;
+  c.host = o.host;
+  c.port = o.port;
+  c.user = o.user;
+  c.password = o.password;
+  c.client_name = name;
+  return c;
+}
+
+class NativeDriver final : public Driver {
+ public:
+  Status Setup(Run& run) override {
+    const Options& o = run.options;
+    auto client = Client::Connect(ClientOptionsFor(o, "wharf-perf setup"));
+    if (!client.ok()) return client.status();
+    if (!o.exchange_type.empty()) {
+      ExchangeSpec spec;
+      spec.name = o.ExchangeName();
+      spec.type = *ParseExchangeType(o.exchange_type);
+      spec.durable = o.persistent;
+      WHARF_RETURN_IF_ERROR((*client)->DeclareExchange(spec));
+    }
+    for (int i = 0; i < o.queues; ++i) {
+      QueueSpec spec;
+      spec.name = o.QueueName(i);
+      spec.durable = o.persistent;
+      auto declared = (*client)->DeclareQueue(spec);
+      if (!declared.ok()) return declared.status();
+      if (!o.exchange_type.empty()) {
+        WHARF_RETURN_IF_ERROR((*client)->Bind({spec.name, o.ExchangeName(), o.RoutingKey(i), {}}));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Teardown(Run& run) override {
+    const Options& o = run.options;
+    auto client = Client::Connect(ClientOptionsFor(o, "wharf-perf teardown"));
+    if (!client.ok()) return client.status();
+    for (int i = 0; i < o.queues; ++i) {
+      auto deleted = (*client)->DeleteQueue(o.QueueName(i));
+      if (!deleted.ok()) return deleted.status();
+    }
+    if (!o.exchange_type.empty()) return (*client)->DeleteExchange(o.ExchangeName());
+    return Status::Ok();
+  }
+
+  void Produce(Run& run, int index) override {
+    const Options& o = run.options;
+    auto connected = Client::Connect(ClientOptionsFor(o, "wharf-perf producer"));
+    if (!connected.ok()) return run.Abort("producer connect: " + connected.status().ToString());
+    Client& client = **connected;
+    client.SetErrorHandler([&run](Status s) {
+      if (s.code() == StatusCode::kUnavailable) {
+        run.Abort("producer: " + s.ToString());
+      } else {
+        run.Fail(s.ToString());
+      }
+    });
+    Message message;
+    message.body = MakeBody(o.size);
+    message.persistent = o.persistent;
+    const uint32_t window = o.confirm;
+    std::counting_semaphore<> slots(window == 0 ? 1 : window);
+    std::atomic<uint64_t> outstanding{0};
+    auto interval = o.rate > 0
+                        ? std::chrono::nanoseconds(static_cast<int64_t>(1e9 * o.producers / o.rate))
+                        : std::chrono::nanoseconds(0);
+    auto next_send = std::chrono::steady_clock::now();
+    uint64_t n = static_cast<uint64_t>(index);
+    const std::string exchange = o.ExchangeName();
+    while (run.TakeTicket()) {
+      if (interval.count() > 0) {
+        std::this_thread::sleep_until(next_send);
+        next_send += interval;
+      }
+      if (window > 0) {
+        while (!slots.try_acquire_for(std::chrono::milliseconds(100))) {
+          if (run.stop) break;
+        }
+        if (run.stop) break;
+      }
+      int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
+      StampBody(&message.body);
+      run.stats.published.fetch_add(1, std::memory_order_relaxed);
+      if (window == 0) {
+        client.PublishNoConfirm(exchange, o.RoutingKey(q), message);
+        continue;
+      }
+      uint64_t sent = NowNanos();
+      outstanding.fetch_add(1);
+      client.PublishAsync(exchange, o.RoutingKey(q), message,
+                          [&run, &slots, &outstanding, sent](Result<PublishResult> r) {
+                            if (r.ok()) {
+                              run.stats.confirmed.fetch_add(1, std::memory_order_relaxed);
+                              run.stats.confirm_latency.Add((NowNanos() - sent) / 1000);
+                            } else if (r.status().code() != StatusCode::kUnavailable) {
+                              run.Fail(r.status().ToString());
+                            }
+                            outstanding.fetch_sub(1);
+                            slots.release();
+                          });
+    }
+    // Wait for the last confirms (or for the connection to fail them).
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (outstanding.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (window == 0 && !run.stop) (void)client.Ping();  // everything sent has been read
+    client.Close();
+  }
+
+  void Consume(Run& run, int index) override {
+    const Options& o = run.options;
+    auto connected = Client::Connect(ClientOptionsFor(o, "wharf-perf consumer"));
+    if (!connected.ok()) return run.Abort("consumer connect: " + connected.status().ToString());
+    Client& client = **connected;
+    client.SetErrorHandler([&run](Status s) {
+      if (s.code() == StatusCode::kUnavailable) {
+        run.Abort("consumer: " + s.ToString());
+      } else {
+        run.Fail(s.ToString());
+      }
+    });
+    uint64_t unacked = 0;  // touched only on the client's I/O thread
+    const uint32_t ack_every = std::max<uint32_t>(1, o.ack_every);
+    auto tag = client.Subscribe(o.QueueName(index % o.queues), o.prefetch, [&](Delivery d) {
+      run.stats.e2e_latency.Add(BodyAgeMicros(d.message.body.data(), d.message.body.size()));
+      run.stats.received.fetch_add(1, std::memory_order_relaxed);
+      if (d.redelivered) run.stats.redelivered.fetch_add(1, std::memory_order_relaxed);
+      if (++unacked >= ack_every) {
+        client.Ack(d.delivery_tag, /*multiple=*/ack_every > 1);
+        unacked = 0;
+      }
+    });
+    if (!tag.ok()) return run.Abort("subscribe: " + tag.status().ToString());
+    while (!run.stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    client.Close();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> MakeNativeDriver() { return std::make_unique<NativeDriver>(); }
+
+}  // namespace wharf::perf

@@ -1,0 +1,113 @@
+// A short run of wharf-perf's native driver against a real wharfd, so the load generator keeps
+// working as the broker changes. Speed is not asserted here (docs/benchmarks.md has figures).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "support/test_server.h"
+
+namespace wharf {
+namespace {
+
+// Parses the RESULT line: key=value pairs.
+std::map<std::string, std::string> ParseResult(const std::string& output) {
+  std::map<std::string, std::string> out;
+  size_t at = output.rfind("RESULT ");
+  if (at == std::string::npos) return out;
+  std::istringstream line(output.substr(at + 7, output.find('\n', at) - at - 7));
+  std::string pair;
+  while (line >> pair) {
+    size_t eq = pair.find('=');
+    if (eq != std::string::npos) out[pair.substr(0, eq)] = pair.substr(eq + 1);
+  }
+  return out;
+}
+
+// Runs wharf-perf with `args`; returns its exit code and stdout+stderr.
+int RunPerf(const std::vector<std::string>& args, std::string* output,
+            const std::function<void()>& while_running = nullptr) {
+  std::string path = testing::MakeTempDir("wharf-perf") + "/out.txt";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(path.c_str(), "w", stdout);
+    (void)f;
+    dup2(fileno(stdout), fileno(stderr));
+    std::vector<std::string> all = {WHARF_PERF_PATH};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (while_running) while_running();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *output = ss.str();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(PerfSmoke, NativeRunPublishesConfirmsAndConsumesEverything) {
+  testing::TestServer server;
+  std::string output;
+  int code =
+      RunPerf({"--server", server.address(), "--producers", "2", "--consumers", "2", "--queues",
+               "2", "--count", "4000", "--confirm", "100", "--size", "64", "--delete"},
+              &output);
+  EXPECT_EQ(code, 0) << output;
+  auto result = ParseResult(output);
+  EXPECT_EQ(result["published"], "4000") << output;
+  EXPECT_EQ(result["confirmed"], "4000") << output;
+  EXPECT_EQ(result["received"], "4000") << output;
+  EXPECT_EQ(result["errors"], "0") << output;
+  EXPECT_NE(result["conf_p99_us"], "0") << output;
+  auto client = server.Connect();
+  auto queues = client->ListQueues("perf");
+  ASSERT_TRUE(queues.ok());
+  EXPECT_TRUE(queues->empty());  // --delete removed them
+}
+
+TEST(PerfSmoke, TopicExchangeAndJsonOutput) {
+  testing::TestServer server;
+  std::string output;
+  int code = RunPerf({"--server", server.address(), "--exchange-type", "topic", "--queues", "3",
+                      "--consumers", "3", "--count", "900", "--ack-every", "10", "--json"},
+                     &output);
+  EXPECT_EQ(code, 0) << output;
+  std::string last = output.substr(output.rfind('{'));
+  EXPECT_NE(last.find("\"received\":900"), std::string::npos) << output;
+  EXPECT_NE(last.find("\"errors\":0"), std::string::npos) << output;
+}
+
+TEST(PerfSmoke, BrokerGoingAwayStopsTheRunWithASummary) {
+  testing::TestServer server;
+  std::string output;
+  int code = RunPerf(
+      {"--server", server.address(), "--duration", "30", "--confirm", "50", "--rate", "2000"},
+      &output, [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        server.Kill();
+      });
+  EXPECT_EQ(code, 1) << output;
+  auto result = ParseResult(output);
+  ASSERT_FALSE(result.empty()) << output;
+  EXPECT_NE(result["confirmed"], "0") << output;
+  EXPECT_LT(std::stod(result["seconds"]), 20.0) << output;
+}
+
+TEST(PerfSmoke, UnboundedRunIsRefused) {
+  std::string output;
+  EXPECT_EQ(RunPerf({"--server", "127.0.0.1:1"}, &output), 2) << output;
+}
+
+}  // namespace
+}  // namespace wharf
