@@ -76,7 +76,12 @@ echo '[].' > "$work/rabbit/plugins"
 chown -R rabbitmq:rabbitmq "$work/rabbit" 2>/dev/null || true
 rabbitmq-server > "$work/rabbit/stdout.log" 2>&1 &
 rabbit_started=1
-timeout 90 rabbitmqctl -n wharfbench@localhost await_startup >/dev/null
+# await_startup fails at once while the node is not reachable yet: retry for up to 90 s.
+deadline=$((SECONDS + 90))
+until rabbitmqctl -n wharfbench@localhost await_startup >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || { echo "RabbitMQ did not start:"; tail -20 "$work/rabbit/stdout.log"; exit 1; }
+  sleep 1
+done
 
 echo "== starting wharfd on 127.0.0.1:5681"
 "$wharfd" --listen 127.0.0.1:5681 --data-dir "$work/wharf" --log-level warn 2> "$work/wharfd.log" &
@@ -101,7 +106,8 @@ run() {
 echo "== scenarios (256-byte bodies)"
 run persistent-confirm-1p --persistent --confirm 1000 --producers 1 --consumers 0 --duration $d --delete
 run persistent-confirm-4p --persistent --confirm 1000 --producers 4 --consumers 0 --duration $d --delete
-run transient-1p1c --producers 1 --consumers 1 --duration $d --delete
+# Transient, with confirms so that neither broker is flooded past what it can hold in memory.
+run transient-1p1c --confirm 1000 --producers 1 --consumers 1 --duration $d --delete
 # Drain: fill a persistent backlog (publishers with confirms), then consume it (prefetch 100, ack each).
 for broker in wharf rabbitmq; do
   target=(--driver native --server 127.0.0.1:5681)

@@ -21,7 +21,7 @@ struct ServerOptions {
   uint16_t listen_port = kDefaultPort;  // 0 = any free port (tests)
   std::string data_dir = "./data";
   std::string log_level = "info";
-  uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 1
+  uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.

@@ -15,8 +15,11 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   std::unique_ptr<Server> server(new Server(options));
   uint32_t io_threads = options.io_threads;
   if (io_threads == 0) {
+    // One per core beyond the broker thread, but at least two: with a single I/O thread a
+    // flooding publisher delays every other connection's acks and deliveries behind its
+    // decoding (docs/benchmarks.md), and idle threads cost nothing.
     unsigned cores = std::max(2u, std::thread::hardware_concurrency());
-    io_threads = cores - 1;  // the broker thread takes one core
+    io_threads = std::max(2u, cores - 1);
   }
   for (uint32_t i = 0; i < io_threads; ++i) {
     server->io_contexts_.push_back(std::make_unique<asio::io_context>(1));

@@ -81,7 +81,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
     uint64_t queued_bytes = 0;  // counted in queued_bytes_ until written
   };
 
-  static constexpr uint32_t kMaxBatchesInFlight = 8;
+  static constexpr uint32_t kMaxBatchesInFlight = 2;
   static constexpr size_t kMaxPendingWriteBytes = 8u << 20;
   static constexpr size_t kReadChunk = 64u << 10;
   // Deliveries are held back (Writable() false) while this much output waits to be written.
