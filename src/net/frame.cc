@@ -49,6 +49,14 @@ Result<std::optional<std::string_view>> FrameDecoder::Next() {
   return std::optional<std::string_view>(payload);
 }
 
+bool FrameDecoder::FrameReady() const {
+  if (too_large_) return true;
+  if (end_ - begin_ < kFrameHeaderBytes) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + begin_);
+  size_t length = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+  return length > max_frame_bytes_ || end_ - begin_ >= kFrameHeaderBytes + length;
+}
+
 Status FrameDecoder::Finish() const {
   if (end_ == begin_) return Status::Ok();
   return Status(StatusCode::kFrameTruncated, "stream ended " + std::to_string(end_ - begin_) +

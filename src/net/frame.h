@@ -44,6 +44,9 @@ class FrameDecoder {
   // the next call to PrepareWrite/Append. kFrameTooLarge is sticky.
   Result<std::optional<std::string_view>> Next();
 
+  // True when Next() would return a payload or an error without more bytes.
+  bool FrameReady() const;
+
   // At end of stream: OK when no partial frame is buffered, else kFrameTruncated.
   Status Finish() const;
 

@@ -50,13 +50,14 @@ void Session::Start() {
 }
 
 bool Session::ReadingAllowed() const {
-  return (state_ == State::kAwaitHello || state_ == State::kAwaitAuth || state_ == State::kOpen) &&
-         batches_in_flight_ < kMaxBatchesInFlight &&
+  return Reading() && batches_in_flight_ < kMaxBatchesInFlight &&
          pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes;
 }
 
 void Session::ReadLoop() {
   if (reading_ || !ReadingAllowed()) return;
+  // Decode what is already buffered before reading more, so the buffer stays bounded.
+  if (decoder_.FrameReady()) return DecodeBuffered();
   reading_ = true;
   char* buffer = decoder_.PrepareWrite(kReadChunk);
   socket_.async_read_some(
@@ -83,28 +84,41 @@ void Session::OnRead(const asio::error_code& ec, size_t bytes) {
   // A read that was already pending when closing began: its bytes are not executed.
   if (state_ == State::kClosing) return;
   decoder_.CommitWrite(bytes);
-  std::vector<Request> batch;
-  Status stop;
-  while (stop.ok()) {
-    auto next = decoder_.Next();
-    if (!next.ok()) {
-      stop = next.status();
-      break;
+  DecodeBuffered();
+}
+
+bool Session::Reading() const {
+  return state_ == State::kAwaitHello || state_ == State::kAwaitAuth || state_ == State::kOpen;
+}
+
+void Session::DecodeBuffered() {
+  while (Reading() && batches_in_flight_ < kMaxBatchesInFlight) {
+    std::vector<Request> batch;
+    size_t batch_bytes = 0;
+    Status stop;
+    while (stop.ok() && batch_bytes < kMaxBatchBytes) {
+      auto next = decoder_.Next();
+      if (!next.ok()) {
+        stop = next.status();
+        break;
+      }
+      if (!next->has_value()) break;
+      batch_bytes += (*next)->size() + net::kFrameHeaderBytes;
+      stop = HandleFrame(**next, &batch);
     }
-    if (!next->has_value()) break;
-    stop = HandleFrame(**next, &batch);
-  }
-  // Requests read before a bad frame still run, and their replies precede the Error.
-  if (!batch.empty()) PostBatch(std::move(batch));
-  if (!stop.ok()) {
-    if (client_closed_) {
-      BeginClose(Status::Ok(), "client closed");
-    } else {
-      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_.empty() ? "-" : user_,
-                   stop.ToString());
-      BeginClose(stop, std::string(StatusCodeName(stop.code())));
+    // Requests read before a bad frame still run, and their replies precede the Error.
+    if (!batch.empty()) PostBatch(std::move(batch));
+    if (!stop.ok()) {
+      if (client_closed_) {
+        BeginClose(Status::Ok(), "client closed");
+      } else {
+        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_.empty() ? "-" : user_,
+                     stop.ToString());
+        BeginClose(stop, std::string(StatusCodeName(stop.code())));
+      }
+      return;
     }
-    return;
+    if (!decoder_.FrameReady()) break;
   }
   ReadLoop();
 }

@@ -84,12 +84,19 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   static constexpr uint32_t kMaxBatchesInFlight = 2;
   static constexpr size_t kMaxPendingWriteBytes = 8u << 20;
   static constexpr size_t kReadChunk = 64u << 10;
+  // Requests per batch, in frame bytes. Small batches keep one connection's flood from
+  // delaying everyone else's acks at the broker: with two batches in flight, another
+  // connection waits behind at most 8 KiB of this one's requests (docs/benchmarks.md).
+  static constexpr size_t kMaxBatchBytes = 4u << 10;
   // Deliveries are held back (Writable() false) while this much output waits to be written.
   static constexpr uint64_t kMaxQueuedBytes = 8u << 20;
 
   // --- I/O thread -----------------------------------------------------------------------------
+  bool Reading() const;  // in a state that reads requests
   void ReadLoop();
   void OnRead(const asio::error_code& ec, size_t bytes);
+  // Turns buffered frames into batches of about kMaxBatchBytes while the broker has room.
+  void DecodeBuffered();
   // A non-OK result stops reading and closes the connection with that error.
   Status HandleFrame(std::string_view payload, std::vector<Request>* batch);
   Status HandleHello(const protocol::wire::Frame& frame);
