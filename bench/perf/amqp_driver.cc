@@ -253,6 +253,7 @@ class AmqpDriver final : public Driver {
     if (auto err = c.Check("basic.consume"); !err.empty()) return run.Abort(err);
     const uint32_t ack_every = std::max<uint32_t>(1, o.ack_every);
     uint32_t unacked = 0;
+    uint64_t last_tag = 0;
     while (!run.stop) {
       amqp_maybe_release_buffers(conn);
       amqp_envelope_t envelope;
@@ -270,12 +271,14 @@ class AmqpDriver final : public Driver {
                                               envelope.message.body.len));
       run.stats.received.fetch_add(1, std::memory_order_relaxed);
       if (envelope.redelivered) run.stats.redelivered.fetch_add(1, std::memory_order_relaxed);
+      last_tag = envelope.delivery_tag;
       if (++unacked >= ack_every) {
         amqp_basic_ack(conn, kChannel, envelope.delivery_tag, ack_every > 1);
         unacked = 0;
       }
       amqp_destroy_envelope(&envelope);
     }
+    if (unacked > 0) amqp_basic_ack(conn, kChannel, last_tag, 1);  // the tail --ack-every left
   }
 };
 

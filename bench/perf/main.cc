@@ -153,6 +153,9 @@ int main(int argc, char** argv) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
   if (o.producers < 0 || o.consumers < 0 || o.queues < 1) return Usage("bad connection counts");
+  if (o.prefetch > 0 && o.ack_every > o.prefetch) {
+    return Usage("--ack-every larger than --prefetch would stall the consumers");
+  }
   if (!o.exchange_type.empty() && o.exchange_type != "direct" && o.exchange_type != "fanout" &&
       o.exchange_type != "topic") {
     return Usage("--exchange-type is direct, fanout or topic");

@@ -133,12 +133,14 @@ class NativeDriver final : public Driver {
         run.Fail(s.ToString());
       }
     });
-    uint64_t unacked = 0;  // touched only on the client's I/O thread
+    uint64_t unacked = 0;   // touched only on the client's I/O thread
+    uint64_t last_tag = 0;  // likewise
     const uint32_t ack_every = std::max<uint32_t>(1, o.ack_every);
     auto tag = client.Subscribe(o.QueueName(index % o.queues), o.prefetch, [&](Delivery d) {
       run.stats.e2e_latency.Add(BodyAgeMicros(d.message.body.data(), d.message.body.size()));
       run.stats.received.fetch_add(1, std::memory_order_relaxed);
       if (d.redelivered) run.stats.redelivered.fetch_add(1, std::memory_order_relaxed);
+      last_tag = d.delivery_tag;
       if (++unacked >= ack_every) {
         client.Ack(d.delivery_tag, /*multiple=*/ack_every > 1);
         unacked = 0;
@@ -146,6 +148,10 @@ class NativeDriver final : public Driver {
     });
     if (!tag.ok()) return run.Abort("subscribe: " + tag.status().ToString());
     while (!run.stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Stop deliveries, then settle the tail that --ack-every left unacked.
+    if (client.Cancel(*tag).ok() && client.Ping().ok() && unacked > 0) {
+      (void)client.AckSync(last_tag, /*multiple=*/true);
+    }
     client.Close();
   }
 };

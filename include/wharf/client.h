@@ -8,7 +8,8 @@
 // Thread safety: every method is thread-safe. The client runs one I/O thread of its own;
 // delivery, confirm, return and error callbacks run on it, one at a time, and must not block.
 // From inside a callback, use the asynchronous calls (PublishAsync, Ack, Nack, Reject): a
-// blocking call there returns kFailedPrecondition instead of deadlocking.
+// blocking call there returns kFailedPrecondition instead of deadlocking. Close() and the
+// destructor work from a callback too; no further callbacks run after Close() returns.
 //
 // Errors: calls return the broker's error code and message (wharf/status.h, docs/errors.md).
 // When the connection drops, every waiting call completes with kUnavailable and the error
@@ -146,8 +147,10 @@ class Client {
 
  private:
   struct Impl;
-  explicit Client(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit Client(std::shared_ptr<Impl> impl);
+  // Shared with the client's I/O thread, which keeps it alive until it has finished, so that
+  // a Client may even be destroyed from inside one of its own callbacks.
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace wharf

@@ -116,6 +116,12 @@ void Broker::ResumeSession(uint64_t session_id) {
     auto q = queues_.find(consumer->queue);
     if (q != queues_.end()) ScheduleDispatch(q->second);
   }
+  // Its long polls may have been passed over too. Resumes are rare; a scan is fine.
+  if (session->outstanding_receives > 0) {
+    for (auto& [name, queue] : queues_) {
+      if (!queue->waiters().empty()) ScheduleDispatch(queue);
+    }
+  }
 }
 
 SessionState* Broker::FindSession(uint64_t session_id) {
@@ -291,13 +297,9 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
     }
   }
   // Long polls waiting on the queue complete empty.
-  for (const PullWaiter& waiter : queue->waiters()) {
-    if (SessionState* session = FindSession(waiter.session_id)) {
-      session->peer().CompleteReceive(waiter.request_id, {});
-      MarkDirty(*session);
-    }
-  }
+  auto waiters = std::move(queue->waiters());
   queue->waiters().clear();
+  for (const PullWaiter& waiter : waiters) CompleteWaiter(waiter, {});
   if (queue->owner_session_id() != 0) {
     if (SessionState* owner = FindSession(queue->owner_session_id())) {
       std::erase(owner->exclusive_queues, name);
@@ -522,14 +524,22 @@ Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::stri
                                                     std::to_string(options_.max_receive_batch));
   }
   wait_ms = std::min(wait_ms, options_.max_receive_wait_ms);
+  SessionState* session = FindSession(session_id);
+  if (session->outstanding_receives >= options_.max_receives_per_session) {
+    return Status(StatusCode::kResourceExhausted,
+                  "this connection already has " +
+                      std::to_string(options_.max_receives_per_session) +
+                      " Receive requests waiting");
+  }
+  ++session->outstanding_receives;
   PullWaiter waiter;
   waiter.waiter_id = next_waiter_id_++;
   waiter.session_id = session_id;
   waiter.request_id = request_id;
   waiter.max_messages = max_messages;
+  waiter.deadline = receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
+                                               std::pair{queue_name, waiter.waiter_id});
   queue->waiters().push_back(waiter);
-  receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
-                             std::pair{queue_name, waiter.waiter_id});
   ScheduleDispatch(queue);
   return Status::Ok();
 }
@@ -594,9 +604,17 @@ void Broker::SettleOne(InFlight in_flight, Settle action) {
 // --- Dispatch -----------------------------------------------------------------------------------
 
 void Broker::ScheduleDispatch(const std::shared_ptr<Queue>& queue) {
-  if (std::find(pending_dispatch_.begin(), pending_dispatch_.end(), queue) ==
-      pending_dispatch_.end()) {
-    pending_dispatch_.push_back(queue);
+  if (queue->dispatch_scheduled) return;
+  queue->dispatch_scheduled = true;
+  pending_dispatch_.push_back(queue);
+}
+
+void Broker::CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deliveries) {
+  receive_deadlines_.erase(waiter.deadline);
+  if (SessionState* session = FindSession(waiter.session_id)) {
+    --session->outstanding_receives;
+    session->peer().CompleteReceive(waiter.request_id, std::move(deliveries));
+    MarkDirty(*session);
   }
 }
 
@@ -622,12 +640,21 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
   if (queue->deleted) return;
   int64_t now_ms = clock_->WallMillis();
   auto& waiters = queue->waiters();
-  // Long polls first: they are waiting for exactly this.
+  // Long polls first: they are waiting for exactly this. A connection that is behind on
+  // writing keeps its place in line; ResumeSession brings it back.
+  std::vector<PullWaiter> behind;
   while (!waiters.empty() && queue->HasReady()) {
     PullWaiter waiter = waiters.front();
     waiters.pop_front();
     SessionState* session = FindSession(waiter.session_id);
-    if (!session) continue;
+    if (!session) {
+      receive_deadlines_.erase(waiter.deadline);
+      continue;
+    }
+    if (!session->peer().Writable()) {
+      behind.push_back(waiter);
+      continue;
+    }
     std::vector<Delivery> deliveries;
     uint64_t bytes = 0;
     while (deliveries.size() < waiter.max_messages) {
@@ -646,9 +673,9 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
       waiters.push_front(waiter);  // everything left had expired
       break;
     }
-    session->peer().CompleteReceive(waiter.request_id, std::move(deliveries));
-    MarkDirty(*session);
+    CompleteWaiter(waiter, std::move(deliveries));
   }
+  waiters.insert(waiters.begin(), behind.begin(), behind.end());
   // Then push consumers, round-robin among those with credit.
   auto& consumers = queue->consumers();
   while (queue->HasReady() && !consumers.empty()) {
@@ -677,7 +704,10 @@ void Broker::Flush() {
   while (!pending_dispatch_.empty()) {
     auto pending = std::move(pending_dispatch_);
     pending_dispatch_.clear();
-    for (const auto& queue : pending) Dispatch(queue);
+    for (const auto& queue : pending) {
+      queue->dispatch_scheduled = false;
+      Dispatch(queue);
+    }
   }
   auto dirty = std::move(dirty_);
   dirty_.clear();
@@ -698,10 +728,11 @@ void Broker::OnTimer() {
     auto& waiters = q->second->waiters();
     auto it = std::find_if(waiters.begin(), waiters.end(),
                            [id = waiter_id](const PullWaiter& w) { return w.waiter_id == id; });
-    if (it == waiters.end()) continue;  // already served
+    if (it == waiters.end()) continue;
     PullWaiter waiter = *it;
     waiters.erase(it);
     if (SessionState* session = FindSession(waiter.session_id)) {
+      --session->outstanding_receives;
       session->peer().CompleteReceive(waiter.request_id, {});
       MarkDirty(*session);
     }

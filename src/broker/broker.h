@@ -43,6 +43,7 @@ struct BrokerOptions {
   uint64_t max_message_bytes = 16u << 20;  // bodies larger than this get kMessageTooLarge
   uint32_t max_receive_batch = 1000;       // cap on Receive.max_messages
   uint32_t max_receive_wait_ms = 60'000;   // cap on Receive.wait_ms
+  uint32_t max_receives_per_session = 64;  // outstanding long polls per connection
 };
 
 struct PublishOutcome {
@@ -112,6 +113,8 @@ class Broker {
   void RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
                       std::string_view reason);
   void DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason);
+  // Answers a long poll (possibly with nothing) and forgets its deadline.
+  void CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deliveries);
   void MaybeAutoDeleteExchange(const std::string& name);
   uint64_t NextMessageId() { return next_message_id_++; }
 
@@ -125,7 +128,7 @@ class Broker {
 
   std::vector<std::shared_ptr<Queue>> pending_dispatch_;
   std::vector<std::pair<uint64_t, std::shared_ptr<SessionPeer>>> dirty_;
-  std::multimap<SteadyTime, std::pair<std::string, uint64_t>> receive_deadlines_;  // queue, waiter
+  ReceiveDeadlines receive_deadlines_;
   uint64_t next_waiter_id_ = 1;
   uint64_t next_message_id_;
   uint64_t next_generated_name_ = 1;

@@ -45,12 +45,16 @@ struct Consumer {
   bool HasCredit() const { return active && (prefetch == 0 || unacked < prefetch); }
 };
 
+// Long-poll deadlines: when -> (queue name, waiter id).
+using ReceiveDeadlines = std::multimap<SteadyTime, std::pair<std::string, uint64_t>>;
+
 // A long-polling Receive waiting for messages.
 struct PullWaiter {
   uint64_t waiter_id = 0;
   uint64_t session_id = 0;
   uint64_t request_id = 0;
   uint32_t max_messages = 1;
+  ReceiveDeadlines::iterator deadline;  // erased when the waiter completes
 };
 
 class Queue {
@@ -84,6 +88,7 @@ class Queue {
   uint64_t acked_total = 0;
   uint64_t expired_total = 0;
   bool deleted = false;
+  bool dispatch_scheduled = false;  // in Broker::pending_dispatch_
 
   // Bindings that point at this queue, so deleting it can remove them: (exchange, key, args).
   std::vector<BindingSpec>& bindings() { return bindings_; }

@@ -39,7 +39,8 @@ class SessionState {
   std::map<std::string, std::shared_ptr<Consumer>, std::less<>> consumers;
   std::vector<std::string> exclusive_queues;
   uint64_t next_consumer_number = 1;
-  bool dirty = false;  // has buffered output; in Broker::dirty_
+  uint32_t outstanding_receives = 0;  // long polls not yet answered
+  bool dirty = false;                 // has buffered output; in Broker::dirty_
 
  private:
   uint64_t id_;

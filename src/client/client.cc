@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "net/frame.h"
 #include "protocol/codec.h"
@@ -62,7 +63,8 @@ struct Client::Impl {
   ReturnHandler on_return;
   ErrorHandler on_error;
   CancelHandler on_cancel;
-  std::string close_reason;  // from the broker's Close frame
+  std::string close_reason;                           // from the broker's Close frame
+  std::unordered_set<uint64_t> abandoned_subscribes;  // Subscribe request ids that timed out
 
   std::atomic<uint64_t> connection_id{0};
   std::atomic<uint64_t> max_message_bytes{0};
@@ -85,11 +87,16 @@ struct Client::Impl {
       pending.emplace(id, std::move(reply));
     }
     protocol::AppendFrame(frame, &out);
-    if (!write_scheduled) {
+    ScheduleWriteLocked();
+    return true;
+  }
+
+  // REQUIRES: mu held.
+  void ScheduleWriteLocked() {
+    if (!write_scheduled && !disconnected) {
       write_scheduled = true;
       asio::post(io, [this] { DoWrite(); });
     }
-    return true;
   }
 
   std::string DisconnectedMessage() {
@@ -158,6 +165,7 @@ struct Client::Impl {
               return Fail(Status(StatusCode::kMalformedFrame, "broker sent an unparsable frame"));
             }
             OnFrame(frame);
+            if (Disconnected()) return;  // e.g. closed from inside that callback
           }
           ReadLoop();
         });
@@ -172,7 +180,15 @@ struct Client::Impl {
           auto it = consumers.find(frame.delivery().consumer_tag());
           if (it != consumers.end()) handler = it->second;
         }
-        if (handler) (*handler)(FromWireDelivery(frame.mutable_delivery()));
+        if (handler) {
+          (*handler)(FromWireDelivery(frame.mutable_delivery()));
+        } else {
+          // No handler (an abandoned or cancelled consumer): give the message back at once.
+          pb::Frame nack;
+          nack.mutable_nack()->set_delivery_tag(frame.delivery().delivery_tag());
+          nack.mutable_nack()->set_requeue(true);
+          Send(nack, nullptr);
+        }
         return;
       }
       case pb::Frame::kReturned: {
@@ -226,7 +242,17 @@ struct Client::Impl {
     {
       std::lock_guard lock(mu);
       auto it = pending.find(frame.request_id());
-      if (it == pending.end()) return;  // timed out already
+      if (it == pending.end()) {
+        // A Subscribe the caller gave up on: nobody will consume, so cancel the consumer.
+        if (abandoned_subscribes.erase(frame.request_id()) > 0 &&
+            frame.body_case() == pb::Frame::kSubscribeOk) {
+          pb::Frame cancel;
+          cancel.mutable_cancel()->set_consumer_tag(frame.subscribe_ok().consumer_tag());
+          protocol::AppendFrame(cancel, &out);
+          ScheduleWriteLocked();
+        }
+        return;
+      }
       reply = std::move(it->second);
       pending.erase(it);
     }
@@ -259,11 +285,19 @@ struct Client::Impl {
     if (handler) handler(reported);
   }
 
+  bool Disconnected() {
+    std::lock_guard lock(mu);
+    return disconnected;
+  }
+
   void Stop() {
+    const bool on_io_thread = OnIoThread();
     {
       std::unique_lock lock(mu);
       user_closed = true;
-      if (!disconnected && thread.joinable()) {
+      // Say goodbye and wait for the broker's answer, unless this is the I/O thread itself,
+      // which is the one that would receive the answer.
+      if (!disconnected && thread.joinable() && !on_io_thread) {
         lock.unlock();
         pb::Frame close;
         close.mutable_close()->set_reason("client closing");
@@ -273,8 +307,9 @@ struct Client::Impl {
       }
     }
     if (!thread.joinable()) return;
-    if (OnIoThread()) {
-      // Closing from a callback: finish up here; the thread ends once its work is gone.
+    if (on_io_thread) {
+      // Closing from a callback: finish up here; the thread ends once its work is gone and
+      // then releases its reference to this Impl.
       Fail(Status(StatusCode::kUnavailable, "client closed"));
       thread.detach();
       return;
@@ -287,12 +322,12 @@ struct Client::Impl {
   }
 };
 
-Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() { Close(); }
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  auto impl = std::make_unique<Impl>(options);
+  auto impl = std::make_shared<Impl>(options);
   Impl* raw = impl.get();
   asio::error_code ec;
   asio::ip::tcp::resolver resolver(raw->io);
@@ -316,7 +351,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     }
   });
   auto work = asio::make_work_guard(raw->io);
-  raw->thread = std::thread([raw] { raw->io.run(); });
+  raw->thread = std::thread([self = impl] { self->io.run(); });
   raw->io_thread_id = raw->thread.get_id();
   std::unique_ptr<Client> client(new Client(std::move(impl)));
   ec = connected->get_future().get();
@@ -561,7 +596,12 @@ Result<std::string> Client::Subscribe(const std::string& queue, uint32_t prefetc
     promise->set_value(tag);
   });
   if (future.wait_for(impl->options.request_timeout) != std::future_status::ready) {
-    return Status(StatusCode::kDeadlineExceeded, "no answer to Subscribe in time");
+    std::lock_guard lock(impl->mu);
+    if (impl->pending.erase(frame.request_id()) > 0) {
+      // If the broker answers after all, the consumer it made is cancelled (OnFrame).
+      impl->abandoned_subscribes.insert(frame.request_id());
+      return Status(StatusCode::kDeadlineExceeded, "no answer to Subscribe in time");
+    }
   }
   return future.get();
 }

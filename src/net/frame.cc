@@ -12,6 +12,12 @@ void AppendFrameHeader(uint32_t length, std::string* out) {
 }
 
 char* FrameDecoder::PrepareWrite(size_t n) {
+  // After a large frame, give the memory back once everything has been consumed.
+  constexpr size_t kKeepBytes = 256u << 10;
+  if (begin_ == end_ && buffer_.size() > kKeepBytes && n <= kKeepBytes) {
+    std::string().swap(buffer_);
+    begin_ = end_ = 0;
+  }
   // Slide unconsumed bytes to the front before growing, so the buffer stays bounded by
   // max_frame_bytes plus one read.
   if (begin_ > 0 && (begin_ == end_ || buffer_.size() - end_ < n)) {

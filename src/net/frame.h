@@ -33,6 +33,8 @@ class FrameDecoder {
  public:
   explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
 
+  void set_max_frame_bytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
+
   // Returns space for at least `n` more bytes; valid until the next call on this object.
   char* PrepareWrite(size_t n);
   // Declares that `n` bytes were written at PrepareWrite()'s pointer.

@@ -69,6 +69,7 @@ Status Server::Listen() {
   }
   asio::ip::tcp::endpoint endpoint(address, options_.listen_port);
   acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(*io_contexts_[0]);
+  accept_retry_timer_ = std::make_unique<asio::steady_timer>(*io_contexts_[0]);
   acceptor_->open(endpoint.protocol(), ec);
   if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor_->bind(endpoint, ec);
@@ -88,7 +89,14 @@ void Server::Accept() {
   acceptor_->async_accept(target, [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
-      spdlog::warn("accept failed: {}", ec.message());
+      // Out of file descriptors, typically: the pending connection stays in the backlog, so
+      // retrying at once would spin. Wait a little.
+      spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+      accept_retry_timer_->expires_after(std::chrono::milliseconds(100));
+      accept_retry_timer_->async_wait([this](const asio::error_code& e) {
+        if (!e) Accept();
+      });
+      return;
     } else {
       uint64_t id = next_session_id_++;
       auto session = std::make_shared<Session>(std::move(socket), id, &context_);
@@ -147,6 +155,7 @@ void Server::Stop() {
   asio::post(*io_contexts_[0], [this] {
     asio::error_code ignored;
     acceptor_->close(ignored);
+    accept_retry_timer_->cancel();
   });
   for (auto& session : live) {
     asio::post(session->executor(), [session] { session->Shutdown("server shutting down"); });
@@ -180,6 +189,7 @@ Server::~Server() {
   broker_timer_.reset();
   broker_context_.reset();
   acceptor_.reset();
+  accept_retry_timer_.reset();
   io_contexts_.clear();
 }
 

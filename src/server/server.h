@@ -61,7 +61,8 @@ class Server {
   std::unique_ptr<asio::io_context> broker_context_;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_guards_;
   std::vector<std::thread> threads_;
-  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;  // I/O thread 0
+  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;       // I/O thread 0
+  std::unique_ptr<asio::steady_timer> accept_retry_timer_;  // I/O thread 0
 
   // Confined to the broker thread.
   std::unique_ptr<broker::Broker> broker_;

@@ -38,7 +38,7 @@ Session::Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* conte
       executor_(socket.get_executor()),
       socket_(std::move(socket)),
       close_timer_(socket_.get_executor()),
-      decoder_(context->options->max_frame_bytes()) {}
+      decoder_(std::min<size_t>(kMaxHandshakeFrameBytes, context->options->max_frame_bytes())) {}
 
 // --- I/O thread: reading ------------------------------------------------------------------------
 
@@ -51,7 +51,19 @@ void Session::Start() {
 
 bool Session::ReadingAllowed() const {
   return Reading() && batches_in_flight_ < kMaxBatchesInFlight &&
-         pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes;
+         pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes &&
+         queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
+}
+
+bool Session::IsHeavy(const wire::Frame& frame) {
+  switch (frame.body_case()) {
+    case wire::Frame::kListQueues:
+    case wire::Frame::kListExchanges:
+    case wire::Frame::kReceive:
+      return true;
+    default:
+      return false;
+  }
 }
 
 void Session::ReadLoop() {
@@ -104,7 +116,11 @@ void Session::DecodeBuffered() {
       }
       if (!next->has_value()) break;
       batch_bytes += (*next)->size() + net::kFrameHeaderBytes;
+      size_t before = batch.size();
       stop = HandleFrame(**next, &batch);
+      // A request whose answer can be large (a listing, a pull) ends its batch, so that a
+      // client cannot ask for more output at once than back-pressure can hold back.
+      if (batch.size() > before && IsHeavy(batch.back().frame)) batch_bytes = kMaxBatchBytes;
     }
     // Requests read before a bad frame still run, and their replies precede the Error.
     if (!batch.empty()) PostBatch(std::move(batch));
@@ -248,6 +264,7 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   user_ = auth.user();
   state_ = State::kOpen;
   opened_in_broker_ = true;
+  decoder_.set_max_frame_bytes(context_->options->max_frame_bytes());
   asio::post(*context_->broker_context, [self = shared_from_this(), user = user_] {
     self->context_->broker->OpenSession(self->id_, user, self);
   });
@@ -361,6 +378,7 @@ void Session::ReleaseQueuedBytes(uint64_t bytes) {
 void Session::BeginClose(const Status& status, std::string reason) {
   if (state_ == State::kClosing || state_ == State::kClosed) return;
   state_ = State::kClosing;
+  closing_.store(true, std::memory_order_release);
   close_reason_ = std::move(reason);
   if (!opened_in_broker_) {
     SendCloseFrames(status);
@@ -595,10 +613,16 @@ void Session::Deliver(broker::Delivery delivery) {
 }
 
 bool Session::Writable() const {
-  return queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
+  // A closing connection takes nothing more: what it got would only come back redelivered.
+  return !closing_.load(std::memory_order_acquire) &&
+         queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
 }
 
 void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) {
+  uint64_t size = 0;
+  for (const auto& d : deliveries) size += QueuedSize(d);
+  outbox_queued_bytes_ += size;
+  queued_bytes_.fetch_add(size, std::memory_order_acq_rel);
   outbox_.emplace_back(ReceiveDone{request_id, std::move(deliveries)});
 }
 

@@ -90,10 +90,14 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   static constexpr size_t kMaxBatchBytes = 4u << 10;
   // Deliveries are held back (Writable() false) while this much output waits to be written.
   static constexpr uint64_t kMaxQueuedBytes = 8u << 20;
+  // Frames before login are small (Hello, Authenticate): no one unauthenticated may make the
+  // broker buffer a full-size frame.
+  static constexpr size_t kMaxHandshakeFrameBytes = 64u << 10;
 
   // --- I/O thread -----------------------------------------------------------------------------
   bool Reading() const;  // in a state that reads requests
   void ReadLoop();
+  static bool IsHeavy(const protocol::wire::Frame& frame);
   void OnRead(const asio::error_code& ec, size_t bytes);
   // Turns buffered frames into batches of about kMaxBatchBytes while the broker has room.
   void DecodeBuffered();
@@ -149,6 +153,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
 
   // Shared: added by the broker thread per delivery, released by the I/O thread once written.
   std::atomic<uint64_t> queued_bytes_{0};
+  // Set by the I/O thread when closing begins; read by the broker thread (Writable).
+  std::atomic<bool> closing_{false};
 
   // Confined to the broker thread.
   std::vector<Outbound> outbox_;

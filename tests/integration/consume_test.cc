@@ -306,6 +306,38 @@ TEST_F(ConsumeTest, ExclusiveQueueBelongsToItsConnection) {
   EXPECT_EQ(s.code(), StatusCode::kQueueNotFound);
 }
 
+TEST_F(ConsumeTest, ClientMayBeClosedAndDestroyedFromItsOwnCallback) {
+  PublishN(50);
+  std::unique_ptr<Client> consumer = server_.Connect();
+  ASSERT_NE(consumer, nullptr);
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  bool destroyed = false;
+  auto tag = consumer->Subscribe("work", 0, [&](Delivery) {
+    std::lock_guard lock(mu);
+    ++calls;
+    if (!destroyed) {
+      consumer.reset();  // Close + destroy from the client's own I/O thread
+      destroyed = true;
+      cv.notify_all();
+    }
+  });
+  ASSERT_TRUE(tag.ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return destroyed; }));
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(calls, 1);  // nothing after the close
+  // Its unacked deliveries went back to the queue.
+  auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (Info().ready != 50 && Clock::now() < deadline)
+    std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(Info().ready, 50u);
+}
+
 TEST_F(ConsumeTest, CancelStopsDeliveries) {
   Inbox inbox;
   auto consumer = server_.Connect();

@@ -107,6 +107,11 @@ TEST(PerfSmoke, BrokerGoingAwayStopsTheRunWithASummary) {
 TEST(PerfSmoke, UnboundedRunIsRefused) {
   std::string output;
   EXPECT_EQ(RunPerf({"--server", "127.0.0.1:1"}, &output), 2) << output;
+  EXPECT_EQ(
+      RunPerf({"--server", "127.0.0.1:1", "--count", "10", "--prefetch", "10", "--ack-every", "20"},
+              &output),
+      2)
+      << output;
 }
 
 }  // namespace

@@ -125,6 +125,12 @@ TEST_F(ProtocolErrorsTest, GarbageBeforeHandshakeIsFrameTooLarge) {
   EXPECT_EQ(raw.ExpectErrorThenClose(), pb::FRAME_TOO_LARGE);
 }
 
+TEST_F(ProtocolErrorsTest, LargeFrameBeforeLoginIsRefused) {
+  RawConnection raw(server_.port());
+  raw.SendBytes(LengthPrefix(100u << 10));  // fine after login, too big for a handshake
+  EXPECT_EQ(raw.ExpectErrorThenClose(), pb::FRAME_TOO_LARGE);
+}
+
 TEST_F(ProtocolErrorsTest, OversizedFrameIsRefusedBeforeItsPayload) {
   RawConnection raw(server_.port());
   raw.Handshake();

@@ -1209,6 +1209,32 @@ TEST_F(BrokerTest, ReceiveBatchStaysWithinMaxMessageBytes) {
   EXPECT_EQ(Info("q").ready, 0u);
 }
 
+TEST_F(BrokerTest, OutstandingReceivesPerConnectionAreCapped) {
+  BrokerOptions options;
+  options.max_receives_per_session = 3;
+  Reset(options);
+  DeclareQueue("q");
+  for (uint64_t id = 1; id <= 3; ++id) Receive("q", 1, 10'000, id);
+  EXPECT_EQ(broker().Receive(kS1, 4, "q", 1, 10'000).code(), StatusCode::kResourceExhausted);
+  // Another connection has its own allowance.
+  EXPECT_TRUE(broker().Receive(kS2, 5, "q", 1, 10'000).ok());
+  // Answering one frees a slot.
+  PublishTo("q", {"m"});
+  broker().Flush();
+  EXPECT_TRUE(broker().Receive(kS1, 6, "q", 1, 10'000).ok());
+}
+
+// Regression: a served long poll left its deadline behind until it expired.
+TEST_F(BrokerTest, ServedReceiveLeavesNoDeadlineBehind) {
+  DeclareQueue("q");
+  Receive("q", 1, 60'000);
+  ASSERT_TRUE(broker().NextDeadline().has_value());
+  PublishTo("q", {"m"});
+  broker().Flush();
+  ASSERT_EQ(peer1_->completions.size(), 1u);
+  EXPECT_FALSE(broker().NextDeadline().has_value());
+}
+
 TEST_F(BrokerTest, ReceiveWithZeroMaxMessagesTakesOne) {
   DeclareQueue("q");
   PublishTo("q", {"1", "2"});
