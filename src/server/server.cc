@@ -177,8 +177,6 @@ void Server::Stop() {
   broker_context_->stop();
   for (auto& thread : threads_) thread.join();
   threads_.clear();
-  std::lock_guard lock(mu_);
-  stopped_ = true;
   spdlog::info("wharfd stopped");
 }
 

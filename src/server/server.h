@@ -80,7 +80,6 @@ class Server {
   std::condition_variable sessions_cv_;
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions_;
   bool stopping_ = false;
-  bool stopped_ = false;
 };
 
 }  // namespace wharf::server
