@@ -148,9 +148,13 @@ for name, ms in metrics.items():
     for key, unit, higher in ms:
         w = float(r.get("wharf", {}).get(key, 0) or 0)
         b = float(r.get("rabbitmq", {}).get(key, 0) or 0)
-        ratio = (w / b if higher else b / w) if w and b else 0
-        note = "x faster" if higher else "x lower"
-        print(f"| {name} | {key} ({unit}) | {w:,.0f} | {b:,.0f} | {ratio:.1f}{note} |")
+        if not (w and b):
+            verdict = "n/a"
+        elif higher:
+            verdict = f"{w / b:.1f}x faster" if w >= b else f"{b / w:.1f}x slower"
+        else:
+            verdict = f"{b / w:.1f}x lower" if w <= b else f"{w / b:.1f}x higher"
+        print(f"| {name} | {key} ({unit}) | {w:,.0f} | {b:,.0f} | {verdict} |")
     errs = [r.get(x, {}).get("errors", "?") for x in ("wharf", "rabbitmq")]
     if errs != ["0", "0"]:
         print(f"| {name} | errors | {errs[0]} | {errs[1]} | |")
