@@ -34,6 +34,7 @@ enum class StatusCode : uint16_t {
   kUnexpectedFrame = 103,
   kUnsupportedVersion = 104,
   kEmptyRequest = 105,
+  kHandshakeTimeout = 106,
   kAuthenticationFailed = 200,
   kAccessRefused = 201,
   kQueueNotFound = 300,

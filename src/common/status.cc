@@ -28,6 +28,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "UNEXPECTED_FRAME";
     case StatusCode::kUnsupportedVersion:
       return "UNSUPPORTED_VERSION";
+    case StatusCode::kHandshakeTimeout:
+      return "HANDSHAKE_TIMEOUT";
     case StatusCode::kEmptyRequest:
       return "EMPTY_REQUEST";
     case StatusCode::kAuthenticationFailed:

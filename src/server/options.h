@@ -24,6 +24,9 @@ struct ServerOptions {
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
+  // A connection that has not logged in within this time is closed (HANDSHAKE_TIMEOUT), so idle
+  // sockets cannot hold file descriptors forever.
+  uint32_t handshake_timeout_ms = 10'000;
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).

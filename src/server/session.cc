@@ -38,6 +38,7 @@ Session::Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* conte
       executor_(socket.get_executor()),
       socket_(std::move(socket)),
       close_timer_(socket_.get_executor()),
+      handshake_timer_(socket_.get_executor()),
       decoder_(std::min<size_t>(kMaxHandshakeFrameBytes, context->options->max_frame_bytes())) {}
 
 // --- I/O thread: reading ------------------------------------------------------------------------
@@ -46,6 +47,16 @@ void Session::Start() {
   asio::error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   spdlog::debug("conn={} peer={} accepted", id_, peer_);
+  handshake_timer_.expires_after(
+      std::chrono::milliseconds(context_->options->handshake_timeout_ms));
+  handshake_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || (self->state_ != State::kAwaitHello && self->state_ != State::kAwaitAuth)) return;
+    Status status(
+        StatusCode::kHandshakeTimeout,
+        "no login within " + std::to_string(self->context_->options->handshake_timeout_ms) + " ms");
+    spdlog::warn("conn={} peer={} {}", self->id_, self->peer_, status.ToString());
+    self->BeginClose(status, "handshake timeout");
+  });
   ReadLoop();
 }
 
@@ -263,6 +274,7 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   }
   user_ = auth.user();
   state_ = State::kOpen;
+  handshake_timer_.cancel();
   opened_in_broker_ = true;
   decoder_.set_max_frame_bytes(context_->options->max_frame_bytes());
   asio::post(*context_->broker_context, [self = shared_from_this(), user = user_] {
@@ -415,6 +427,7 @@ void Session::CloseSocket(std::string_view reason) {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
   close_timer_.cancel();
+  handshake_timer_.cancel();
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

@@ -135,6 +135,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   // Confined to the I/O thread.
   asio::ip::tcp::socket socket_;
   asio::steady_timer close_timer_;
+  asio::steady_timer handshake_timer_;
   net::FrameDecoder decoder_;
   State state_ = State::kAwaitHello;
   std::string user_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "net/frame.h"
 #include "protocol/codec.h"
@@ -237,6 +238,28 @@ TEST_F(ProtocolErrorsTest, RequestErrorsKeepTheConnectionOpen) {
   unknown_arg.arguments["x-bogus"] = int64_t{1};
   EXPECT_EQ(bystander_->DeclareQueue(unknown_arg).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(bystander_->Ping().ok());
+}
+
+TEST(Handshake, ConnectionThatNeverLogsInIsClosed) {
+  std::string dir = testing::MakeTempDir("wharf-config");
+  std::string config = dir + "/fast.toml";
+  std::ofstream(config) << "[limits]\nhandshake_timeout_ms = 300\n";
+  testing::TestServer server({"--config", config});
+  RawConnection idle(server.port());
+  EXPECT_EQ(idle.ExpectErrorThenClose(), pb::HANDSHAKE_TIMEOUT);
+  RawConnection half(server.port());  // Hello but no Authenticate
+  pb::Frame hello;
+  hello.set_request_id(1);
+  hello.mutable_hello()->set_protocol_version(1);
+  half.SendFrame(hello);
+  ASSERT_TRUE(half.ReadFrame());
+  EXPECT_EQ(half.ExpectErrorThenClose(), pb::HANDSHAKE_TIMEOUT);
+  // A client that logs in in time is not affected.
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_TRUE(client->Ping().ok());
+  std::filesystem::remove_all(dir);
 }
 
 // A small max_message_bytes makes the too-large path cheap to reach.
