@@ -2,6 +2,7 @@
 // the Server and stops it cleanly on SIGINT or SIGTERM. The only top-level catch lives here.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <asio.hpp>
 #include <cstdio>
@@ -85,6 +86,22 @@ int Run(int argc, char** argv) {
   wharf::Status valid = wharf::server::ValidateOptions(options);
   if (!valid.ok()) return Fail(valid.ToString(), 2);
   spdlog::set_level(spdlog::level::from_str(options.log_level));
+
+  // Each connection is a file descriptor: raise the soft limit as far as allowed, and say so
+  // when max_connections cannot be reached (accept then fails and is retried every 100 ms).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    if (files.rlim_cur < files.rlim_max) {
+      files.rlim_cur = files.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &files);
+      getrlimit(RLIMIT_NOFILE, &files);
+    }
+    constexpr rlim_t kReservedFiles = 64;  // data files, logs, listener
+    if (files.rlim_cur < options.max_connections + kReservedFiles) {
+      spdlog::warn("max_connections is {} but only {} file descriptors are allowed (ulimit -n)",
+                   options.max_connections, files.rlim_cur);
+    }
+  }
 
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
