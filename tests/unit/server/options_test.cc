@@ -136,6 +136,7 @@ io_threads = 4
 [limits]
 max_message_bytes = 1048576
 max_connections = 500
+handshake_timeout_ms = 2500
 
 [auth]
 loopback_guest = false
@@ -160,6 +161,7 @@ password_hash = ")" + bob +
   EXPECT_EQ(options.max_message_bytes, 1048576u);
   EXPECT_EQ(options.max_frame_bytes(), 1048576u + (1u << 20));
   EXPECT_EQ(options.max_connections, 500u);
+  EXPECT_EQ(options.handshake_timeout_ms, 2500u);
   EXPECT_FALSE(options.loopback_guest);
   ASSERT_EQ(options.users.size(), 2u);
   EXPECT_EQ(options.users.at("alice"), alice);
@@ -230,6 +232,7 @@ TEST_F(LoadConfigFileTest, OutOfRangeIntegerIsRejected) {
   ExpectRejected("[limits]\nmax_message_bytes = 0\n", "max_message_bytes");
   ExpectRejected("[limits]\nmax_message_bytes = 536870913\n", "max_message_bytes");
   ExpectRejected("[limits]\nmax_connections = 0\n", "max_connections");
+  ExpectRejected("[limits]\nhandshake_timeout_ms = 0\n", "handshake_timeout_ms");
   ExpectRejected("[limits]\nmax_connections = 1000001\n", "max_connections");
 }
 
