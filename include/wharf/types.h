@@ -38,11 +38,14 @@ struct QueueSpec {
   bool passive = false;      // only check that it exists
 };
 
+// A binding from `exchange` (the source) to a queue, or to another exchange when
+// `destination_exchange` is set (then `queue` stays empty).
 struct BindingSpec {
   std::string queue;
   std::string exchange;
   std::string routing_key;  // a pattern for topic exchanges
   Headers arguments;        // headers exchanges: the match table, plus "x-match" = "all"|"any"
+  std::string destination_exchange = {};  // exchange-to-exchange binding: route on into this one
 };
 
 struct QueueInfo {

@@ -8,7 +8,6 @@ namespace {
 
 constexpr size_t kMaxNameBytes = 255;
 constexpr size_t kMaxRoutingKeyBytes = 255;
-constexpr int kMaxAlternateHops = 8;
 
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -200,12 +199,28 @@ Status Broker::DeleteExchange(std::string_view name, bool if_unused) {
                                                        std::to_string(it->second->binding_count()) +
                                                        " bindings");
   }
+  RemoveExchange(std::string(name));
+  return Status::Ok();
+}
+
+void Broker::RemoveExchange(const std::string& name) {
+  auto it = exchanges_.find(name);
+  if (it == exchanges_.end()) return;
   for (auto& [queue_name, queue] : queues_) {
     auto& list = queue->bindings();
     std::erase_if(list, [&](const BindingSpec& b) { return b.exchange == name; });
   }
+  // Exchanges bound to this one lose those bindings (and may auto-delete in turn).
+  Exchange* doomed = it->second.get();
+  std::vector<std::string> sources;
+  for (auto& [other_name, other] : exchanges_) {
+    if (other.get() == doomed) continue;
+    size_t had = other->binding_count();
+    other->UnbindDestination(Destination{nullptr, doomed});
+    if (other->binding_count() != had) sources.push_back(other_name);
+  }
   exchanges_.erase(it);
-  return Status::Ok();
+  for (const auto& source : sources) MaybeAutoDeleteExchange(source);
 }
 
 Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view name) const {
@@ -325,6 +340,14 @@ Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
   if (binding.routing_key.size() > kMaxRoutingKeyBytes) {
     return Status(StatusCode::kInvalidArgument, "binding key longer than 255 bytes");
   }
+  if (!binding.destination_exchange.empty()) {
+    Exchange* source = FindExchange(binding.exchange);
+    if (!source) {
+      return Status(StatusCode::kExchangeNotFound,
+                    "exchange " + Quote(binding.exchange) + " not found");
+    }
+    return BindExchanges(binding, source, /*bind=*/true);
+  }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
   Exchange* exchange = FindExchange(binding.exchange);
   if (!exchange) {
@@ -342,6 +365,14 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   thread_checker_.Check();
   if (binding.exchange.empty()) {
     return Status(StatusCode::kReservedName, "the default exchange takes no bindings");
+  }
+  if (!binding.destination_exchange.empty()) {
+    Exchange* source = FindExchange(binding.exchange);
+    if (!source) {
+      return Status(StatusCode::kExchangeNotFound,
+                    "exchange " + Quote(binding.exchange) + " not found");
+    }
+    return BindExchanges(binding, source, /*bind=*/false);
   }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
   Exchange* exchange = FindExchange(binding.exchange);
@@ -362,11 +393,55 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   return Status::Ok();
 }
 
+Status Broker::BindExchanges(const BindingSpec& binding, Exchange* source, bool bind) {
+  if (!binding.queue.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a binding goes to a queue or to a destination exchange, not both");
+  }
+  Exchange* destination = FindExchange(binding.destination_exchange);
+  if (!destination) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.destination_exchange) + " not found");
+  }
+  Destination to{nullptr, destination};
+  if (bind) {
+    bool added = false;
+    return source->Bind(to, binding.routing_key, binding.arguments, &added);
+  }
+  if (source->Unbind(to, binding.routing_key, binding.arguments)) {
+    MaybeAutoDeleteExchange(binding.exchange);
+  }
+  return Status::Ok();
+}
+
+void Broker::RouteThrough(Exchange* exchange, const std::string& routing_key,
+                          const Headers& headers, std::vector<Queue*>* targets,
+                          std::vector<const Exchange*>* visited) {
+  if (std::find(visited->begin(), visited->end(), exchange) != visited->end()) return;
+  visited->push_back(exchange);
+  size_t before = targets->size();
+  std::vector<Destination> hits;
+  exchange->Route(routing_key, headers, &hits);
+  for (const Destination& hit : hits) {
+    if (hit.queue) {
+      targets->push_back(hit.queue);
+    } else {
+      RouteThrough(hit.exchange, routing_key, headers, targets, visited);
+    }
+  }
+  // Nothing reached a queue through this exchange: its alternate exchange gets the message.
+  if (targets->size() == before && !exchange->spec().alternate_exchange.empty()) {
+    if (Exchange* alternate = FindExchange(exchange->spec().alternate_exchange)) {
+      RouteThrough(alternate, routing_key, headers, targets, visited);
+    }
+  }
+}
+
 void Broker::MaybeAutoDeleteExchange(const std::string& name) {
   auto it = exchanges_.find(name);
   if (it != exchanges_.end() && it->second->spec().auto_delete &&
       it->second->binding_count() == 0) {
-    exchanges_.erase(it);
+    RemoveExchange(name);
   }
 }
 
@@ -415,12 +490,11 @@ Result<PublishOutcome> Broker::Publish(uint64_t /*session_id*/, const std::strin
       return Status(StatusCode::kExchangeNotFound,
                     "exchange " + Quote(exchange_name) + " not found");
     }
-    // Follow alternate exchanges while nothing matched, guarding against cycles.
-    for (int hop = 0; exchange && hop < kMaxAlternateHops; ++hop) {
-      exchange->Route(routing_key, message.headers, &targets);
-      if (!targets.empty() || exchange->spec().alternate_exchange.empty()) break;
-      exchange = FindExchange(exchange->spec().alternate_exchange);
-    }
+    std::vector<const Exchange*> visited;
+    RouteThrough(exchange, routing_key, message.headers, &targets, &visited);
+    // Two paths (exchange-to-exchange bindings) may reach one queue: it gets one copy.
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
   }
   message.id = NextMessageId();
   message.published_at_ms = clock_->WallMillis();

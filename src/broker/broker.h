@@ -116,6 +116,14 @@ class Broker {
   // Answers a long poll (possibly with nothing) and forgets its deadline.
   void CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deliveries);
   void MaybeAutoDeleteExchange(const std::string& name);
+  // Deletes an exchange and every binding to or from it.
+  void RemoveExchange(const std::string& name);
+  // Appends the queues `exchange` routes to, following exchange-to-exchange bindings and
+  // alternate exchanges; `visited` stops cycles.
+  void RouteThrough(Exchange* exchange, const std::string& routing_key, const Headers& headers,
+                    std::vector<Queue*>* targets, std::vector<const Exchange*>* visited);
+  // The exchange-to-exchange half of Bind and Unbind.
+  Status BindExchanges(const BindingSpec& binding, Exchange* source, bool bind);
   uint64_t NextMessageId() { return next_message_id_++; }
 
   BrokerOptions options_;

@@ -6,7 +6,7 @@
 namespace wharf::broker {
 namespace {
 
-void EraseOne(std::vector<Queue*>* list, Queue* queue) {
+void EraseOne(std::vector<Destination>* list, Destination queue) {
   auto it = std::find(list->begin(), list->end(), queue);
   if (it != list->end()) list->erase(it);
 }
@@ -40,7 +40,7 @@ std::string Exchange::Canonical(const Headers& arguments) {
   return out;
 }
 
-Status Exchange::Bind(Queue* queue, const std::string& routing_key, const Headers& arguments,
+Status Exchange::Bind(Destination queue, const std::string& routing_key, const Headers& arguments,
                       bool* added) {
   *added = false;
   HeadersMatchMode mode = HeadersMatchMode::kAll;
@@ -68,7 +68,7 @@ Status Exchange::Bind(Queue* queue, const std::string& routing_key, const Header
   return Status::Ok();
 }
 
-bool Exchange::Unbind(Queue* queue, const std::string& routing_key, const Headers& arguments) {
+bool Exchange::Unbind(Destination queue, const std::string& routing_key, const Headers& arguments) {
   std::string canonical = Canonical(arguments);
   if (bindings_.erase(BindingKey{queue, routing_key, canonical}) == 0) return false;
   switch (spec_.type) {
@@ -97,7 +97,7 @@ bool Exchange::Unbind(Queue* queue, const std::string& routing_key, const Header
   return true;
 }
 
-void Exchange::UnbindQueue(Queue* queue) {
+void Exchange::UnbindDestination(Destination queue) {
   std::vector<std::pair<std::string, Headers>> doomed;
   for (auto it = bindings_.lower_bound(BindingKey{queue, "", ""});
        it != bindings_.end() && std::get<0>(it->first) == queue; ++it) {
@@ -107,7 +107,7 @@ void Exchange::UnbindQueue(Queue* queue) {
 }
 
 void Exchange::Route(const std::string& routing_key, const Headers& headers,
-                     std::vector<Queue*>* out) const {
+                     std::vector<Destination>* out) const {
   size_t first = out->size();
   switch (spec_.type) {
     case ExchangeType::kDirect: {
@@ -119,7 +119,7 @@ void Exchange::Route(const std::string& routing_key, const Headers& headers,
       out->insert(out->end(), fanout_.begin(), fanout_.end());
       break;
     case ExchangeType::kTopic:
-      topic_.Match(routing_key, [out](Queue* q) { out->push_back(q); });
+      topic_.Match(routing_key, [out](const Destination& d) { out->push_back(d); });
       break;
     case ExchangeType::kHeaders:
       for (const auto& b : headers_) {
@@ -132,6 +132,15 @@ void Exchange::Route(const std::string& routing_key, const Headers& headers,
     std::sort(out->begin() + static_cast<std::ptrdiff_t>(first), out->end());
     out->erase(std::unique(out->begin() + static_cast<std::ptrdiff_t>(first), out->end()),
                out->end());
+  }
+}
+
+void Exchange::Route(const std::string& routing_key, const Headers& headers,
+                     std::vector<Queue*>* out) const {
+  std::vector<Destination> all;
+  Route(routing_key, headers, &all);
+  for (const Destination& d : all) {
+    if (d.queue) out->push_back(d.queue);
   }
 }
 

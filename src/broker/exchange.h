@@ -10,6 +10,7 @@
 // Thread safety: confined to the broker thread.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,6 +26,15 @@
 namespace wharf::broker {
 
 class Queue;
+class Exchange;
+
+// What a binding points at: a queue, or another exchange (exchange-to-exchange binding).
+// Exactly one of the two is set.
+struct Destination {
+  Queue* queue = nullptr;
+  Exchange* exchange = nullptr;
+  friend auto operator<=>(const Destination&, const Destination&) = default;
+};
 
 class Exchange {
  public:
@@ -34,15 +44,27 @@ class Exchange {
   const std::string& name() const { return spec_.name; }
   size_t binding_count() const { return bindings_.size(); }
 
-  // Adds a binding; binding the same (queue, key, arguments) again is a no-op that returns OK
-  // with *added = false. kInvalidArgument for a bad headers x-match value.
-  Status Bind(Queue* queue, const std::string& routing_key, const Headers& arguments, bool* added);
+  // Adds a binding; binding the same (destination, key, arguments) again is a no-op that
+  // returns OK with *added = false. kInvalidArgument for a bad headers x-match value.
+  Status Bind(Destination destination, const std::string& routing_key, const Headers& arguments,
+              bool* added);
+  Status Bind(Queue* queue, const std::string& routing_key, const Headers& arguments, bool* added) {
+    return Bind(Destination{queue, nullptr}, routing_key, arguments, added);
+  }
   // Returns false when no such binding existed.
-  bool Unbind(Queue* queue, const std::string& routing_key, const Headers& arguments);
-  // Drops every binding to `queue` (used when the queue is deleted).
-  void UnbindQueue(Queue* queue);
+  bool Unbind(Destination destination, const std::string& routing_key, const Headers& arguments);
+  bool Unbind(Queue* queue, const std::string& routing_key, const Headers& arguments) {
+    return Unbind(Destination{queue, nullptr}, routing_key, arguments);
+  }
+  // Drops every binding to `destination` (used when it is deleted).
+  void UnbindDestination(Destination destination);
+  void UnbindQueue(Queue* queue) { UnbindDestination(Destination{queue, nullptr}); }
 
-  // Appends the matching queues to `out`, each at most once per call.
+  // Appends the matching destinations to `out`, each at most once per call. Does not follow
+  // exchange-to-exchange bindings: the broker does, with a guard against cycles.
+  void Route(const std::string& routing_key, const Headers& headers,
+             std::vector<Destination>* out) const;
+  // The queues bound directly, for callers that need nothing else (tests, benchmarks).
   void Route(const std::string& routing_key, const Headers& headers,
              std::vector<Queue*>* out) const;
 
@@ -53,9 +75,9 @@ class Exchange {
 
  private:
   // Identity of a binding: the arguments are in a canonical text form.
-  using BindingKey = std::tuple<Queue*, std::string, std::string>;
+  using BindingKey = std::tuple<Destination, std::string, std::string>;
   struct HeadersBinding {
-    Queue* queue;
+    Destination queue;
     Headers arguments;
     HeadersMatchMode mode;
     std::string canonical;
@@ -63,9 +85,9 @@ class Exchange {
 
   ExchangeSpec spec_;
   std::map<BindingKey, Headers> bindings_;  // every binding with its arguments
-  std::unordered_map<std::string, std::vector<Queue*>> direct_;
-  std::vector<Queue*> fanout_;
-  TopicTrie<Queue*> topic_;
+  std::unordered_map<std::string, std::vector<Destination>> direct_;
+  std::vector<Destination> fanout_;
+  TopicTrie<Destination> topic_;
   std::vector<HeadersBinding> headers_;
 };
 

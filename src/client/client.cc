@@ -474,6 +474,7 @@ void FillBinding(const BindingSpec& spec, WireBinding* b) {
   b->set_exchange(spec.exchange);
   b->set_routing_key(spec.routing_key);
   protocol::ToWire(spec.arguments, b->mutable_arguments());
+  b->set_destination_exchange(spec.destination_exchange);
 }
 }  // namespace
 

@@ -32,6 +32,9 @@ Commands:
   delete-exchange NAME [--if-unused]
   bind QUEUE EXCHANGE [KEY] [--header K=V]... [--match all|any]
   unbind QUEUE EXCHANGE [KEY] [--header K=V]... [--match all|any]
+  bind-exchange DESTINATION SOURCE [KEY] [--header K=V]... [--match all|any]
+                                        route what SOURCE matches on into exchange DESTINATION
+  unbind-exchange DESTINATION SOURCE [KEY] [--header K=V]... [--match all|any]
   publish EXCHANGE ROUTING_KEY [BODY] [--persistent] [--mandatory] [--header K=V]...
           [--count N] [--content-type T] [--ttl MS]
                                         BODY '-' or absent: read it from stdin
@@ -200,10 +203,14 @@ int ListExchanges(wharf::Client& client, const Args& args) {
   return 0;
 }
 
-int Binding(wharf::Client& client, const Args& args, bool bind) {
-  if (args.positional.size() < 2) return Usage("bind/unbind need QUEUE EXCHANGE [KEY]");
+// bind QUEUE EXCHANGE [KEY], or with to_exchange: bind-exchange DESTINATION SOURCE [KEY].
+int Binding(wharf::Client& client, const Args& args, bool bind, bool to_exchange = false) {
+  if (args.positional.size() < 2) {
+    return Usage(to_exchange ? "bind-exchange/unbind-exchange need DESTINATION SOURCE [KEY]"
+                             : "bind/unbind need QUEUE EXCHANGE [KEY]");
+  }
   wharf::BindingSpec spec;
-  spec.queue = args.positional[0];
+  (to_exchange ? spec.destination_exchange : spec.queue) = args.positional[0];
   spec.exchange = args.positional[1];
   if (args.positional.size() > 2) spec.routing_key = args.positional[2];
   std::string error;
@@ -213,9 +220,9 @@ int Binding(wharf::Client& client, const Args& args, bool bind) {
   if (args.options.count("--match")) spec.arguments["x-match"] = args.options.at("--match");
   wharf::Status s = bind ? client.Bind(spec) : client.Unbind(spec);
   if (!s.ok()) return Refused(s);
-  std::printf("%s queue '%s' %s exchange '%s' with key '%s'\n", bind ? "bound" : "unbound",
-              spec.queue.c_str(), bind ? "to" : "from", spec.exchange.c_str(),
-              spec.routing_key.c_str());
+  std::printf("%s %s '%s' %s exchange '%s' with key '%s'\n", bind ? "bound" : "unbound",
+              to_exchange ? "exchange" : "queue", args.positional[0].c_str(), bind ? "to" : "from",
+              spec.exchange.c_str(), spec.routing_key.c_str());
   return 0;
 }
 
@@ -372,6 +379,8 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   }
   if (command == "bind") return Binding(client, args, true);
   if (command == "unbind") return Binding(client, args, false);
+  if (command == "bind-exchange") return Binding(client, args, true, true);
+  if (command == "unbind-exchange") return Binding(client, args, false, true);
   if (command == "publish") return Publish(client, args);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");

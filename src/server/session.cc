@@ -591,6 +591,8 @@ void Session::HandleRequest(Request& request) {
       spec.queue = bind ? frame.bind().queue() : frame.unbind().queue();
       spec.exchange = bind ? frame.bind().exchange() : frame.unbind().exchange();
       spec.routing_key = bind ? frame.bind().routing_key() : frame.unbind().routing_key();
+      spec.destination_exchange =
+          bind ? frame.bind().destination_exchange() : frame.unbind().destination_exchange();
       Status s = protocol::FromWire(args, &spec.arguments);
       if (!s.ok()) return ReplyStatus(rid, s);
       return ReplyStatus(rid, bind ? broker.Bind(id_, spec) : broker.Unbind(id_, spec));

@@ -142,6 +142,23 @@ TEST_F(RoutingTest, AlternateExchangeTakesUnroutableMessages) {
   EXPECT_EQ(Ready("unrouted"), 1u);
 }
 
+TEST_F(RoutingTest, ExchangeToExchangeBindingRoutesOn) {
+  DeclareQueue("audit");
+  DeclareExchange("orders", ExchangeType::kTopic);
+  DeclareExchange("everything", ExchangeType::kFanout);
+  Bind("audit", "everything", "");
+  BindingSpec e2e;
+  e2e.exchange = "orders";
+  e2e.destination_exchange = "everything";
+  e2e.routing_key = "order.#";
+  ASSERT_TRUE(client_->Bind(e2e).ok());
+  EXPECT_EQ(Publish("orders", "order.created"), 1u);
+  EXPECT_EQ(Publish("orders", "invoice.sent"), 0u);
+  EXPECT_EQ(Ready("audit"), 1u);
+  ASSERT_TRUE(client_->Unbind(e2e).ok());
+  EXPECT_EQ(Publish("orders", "order.created"), 0u);
+}
+
 TEST_F(RoutingTest, MandatoryUnroutableMessageIsReturnedBeforeItsConfirm) {
   std::mutex mu;
   std::vector<ReturnedMessage> returned;

@@ -1287,3 +1287,161 @@ TEST(ValidateName, AcceptsAllowedCharactersAndRejectsOthers) {
 
 }  // namespace
 }  // namespace wharf::broker
+
+namespace wharf::broker {
+namespace {
+
+class ExchangeToExchangeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    broker_ = std::make_unique<Broker>(BrokerOptions{}, &clock_);
+    broker_->OpenSession(1, "alice", std::make_shared<NullPeer>());
+  }
+
+  struct NullPeer : SessionPeer {
+    void Deliver(Delivery) override {}
+    void CompleteReceive(uint64_t, std::vector<Delivery>) override {}
+    void ConsumerCancelled(const std::string&, std::string_view) override {}
+    void Flush() override {}
+    bool Writable() const override { return true; }
+  };
+
+  void Exchange(const std::string& name, ExchangeType type, const std::string& alternate = "",
+                bool auto_delete = false) {
+    ExchangeSpec spec;
+    spec.name = name;
+    spec.type = type;
+    spec.alternate_exchange = alternate;
+    spec.auto_delete = auto_delete;
+    ASSERT_TRUE(broker_->DeclareExchange(spec).ok());
+  }
+  void Queue(const std::string& name) {
+    QueueSpec spec;
+    spec.name = name;
+    ASSERT_TRUE(broker_->DeclareQueue(1, spec).ok());
+  }
+  Status BindExchange(const std::string& source, const std::string& destination,
+                      const std::string& key) {
+    BindingSpec binding;
+    binding.exchange = source;
+    binding.destination_exchange = destination;
+    binding.routing_key = key;
+    return broker_->Bind(1, binding);
+  }
+  void BindQueue(const std::string& queue, const std::string& exchange, const std::string& key) {
+    ASSERT_TRUE(broker_->Bind(1, {queue, exchange, key, {}}).ok());
+  }
+  uint32_t Routed(const std::string& exchange, const std::string& key) {
+    auto r = broker_->Publish(1, exchange, key, Message{});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->result.routed_queues : 0;
+  }
+  uint64_t Ready(const std::string& queue) {
+    for (const auto& q : broker_->ListQueues(queue)) {
+      if (q.name == queue) return q.ready;
+    }
+    return 0;
+  }
+
+  ManualClock clock_;
+  std::unique_ptr<Broker> broker_;
+};
+
+TEST_F(ExchangeToExchangeTest, MessagesFlowOnThroughABoundExchange) {
+  Exchange("in", ExchangeType::kTopic);
+  Exchange("fan", ExchangeType::kFanout);
+  Queue("a");
+  Queue("b");
+  BindQueue("a", "fan", "");
+  BindQueue("b", "fan", "");
+  ASSERT_TRUE(BindExchange("in", "fan", "orders.#").ok());
+  EXPECT_EQ(Routed("in", "orders.eu"), 2u);
+  EXPECT_EQ(Routed("in", "payments.eu"), 0u);
+  EXPECT_EQ(Ready("a"), 1u);
+  EXPECT_EQ(Ready("b"), 1u);
+}
+
+TEST_F(ExchangeToExchangeTest, TwoPathsToOneQueueDeliverOneCopy) {
+  Exchange("in", ExchangeType::kFanout);
+  Exchange("mid", ExchangeType::kFanout);
+  Queue("q");
+  BindQueue("q", "in", "");
+  BindQueue("q", "mid", "");
+  ASSERT_TRUE(BindExchange("in", "mid", "").ok());
+  EXPECT_EQ(Routed("in", "k"), 1u);
+  EXPECT_EQ(Ready("q"), 1u);
+}
+
+TEST_F(ExchangeToExchangeTest, CyclesEndAndDoNotRepeat) {
+  Exchange("x", ExchangeType::kFanout);
+  Exchange("y", ExchangeType::kFanout);
+  ASSERT_TRUE(BindExchange("x", "y", "").ok());
+  ASSERT_TRUE(BindExchange("y", "x", "").ok());
+  EXPECT_EQ(Routed("x", "k"), 0u);
+  Queue("q");
+  BindQueue("q", "y", "");
+  EXPECT_EQ(Routed("x", "k"), 1u);
+  EXPECT_EQ(Ready("q"), 1u);
+}
+
+TEST_F(ExchangeToExchangeTest, AlternateExchangeTakesWhatReachedNoQueueDownstream) {
+  Exchange("ae", ExchangeType::kFanout);
+  Queue("unrouted");
+  BindQueue("unrouted", "ae", "");
+  Exchange("in", ExchangeType::kFanout, "ae");
+  Exchange("empty", ExchangeType::kFanout);
+  ASSERT_TRUE(BindExchange("in", "empty", "").ok());
+  EXPECT_EQ(Routed("in", "k"), 1u);
+  EXPECT_EQ(Ready("unrouted"), 1u);
+}
+
+TEST_F(ExchangeToExchangeTest, DeletingTheDestinationRemovesTheBinding) {
+  Exchange("in", ExchangeType::kFanout);
+  Exchange("gone", ExchangeType::kFanout);
+  Queue("q");
+  BindQueue("q", "gone", "");
+  ASSERT_TRUE(BindExchange("in", "gone", "").ok());
+  ASSERT_TRUE(broker_->DeleteExchange("gone", false).ok());
+  EXPECT_EQ(Routed("in", "k"), 0u);  // no dangling route (ASan would catch a stale pointer)
+  for (const auto& e : broker_->ListExchanges()) {
+    if (e.name == "in") {
+      EXPECT_EQ(e.bindings, 0u);
+    }
+  }
+}
+
+TEST_F(ExchangeToExchangeTest, AutoDeleteSourceGoesWithItsLastBinding) {
+  Exchange("src", ExchangeType::kFanout, "", /*auto_delete=*/true);
+  Exchange("dst", ExchangeType::kFanout);
+  ASSERT_TRUE(BindExchange("src", "dst", "").ok());
+  ASSERT_TRUE(broker_->DeleteExchange("dst", false).ok());
+  ExchangeSpec passive;
+  passive.name = "src";
+  passive.passive = true;
+  EXPECT_EQ(broker_->DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
+}
+
+TEST_F(ExchangeToExchangeTest, UnbindAndBadBindingsAreReported) {
+  Exchange("in", ExchangeType::kDirect);
+  Exchange("out", ExchangeType::kFanout);
+  Queue("q");
+  BindQueue("q", "out", "");
+  ASSERT_TRUE(BindExchange("in", "out", "k").ok());
+  EXPECT_EQ(Routed("in", "k"), 1u);
+  BindingSpec unbind;
+  unbind.exchange = "in";
+  unbind.destination_exchange = "out";
+  unbind.routing_key = "k";
+  ASSERT_TRUE(broker_->Unbind(1, unbind).ok());
+  EXPECT_EQ(Routed("in", "k"), 0u);
+  EXPECT_EQ(BindExchange("in", "missing", "k").code(), StatusCode::kExchangeNotFound);
+  EXPECT_EQ(BindExchange("missing", "out", "k").code(), StatusCode::kExchangeNotFound);
+  BindingSpec both;
+  both.queue = "q";
+  both.exchange = "in";
+  both.destination_exchange = "out";
+  EXPECT_EQ(broker_->Bind(1, both).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace wharf::broker
