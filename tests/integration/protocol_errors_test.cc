@@ -273,7 +273,7 @@ TEST_F(ProtocolErrorsTest, RandomFramesNeverTakeTheBrokerDown) {
 TEST(Handshake, ConnectionThatNeverLogsInIsClosed) {
   std::string dir = testing::MakeTempDir("wharf-config");
   std::string config = dir + "/fast.toml";
-  std::ofstream(config) << "[limits]\nhandshake_timeout_ms = 300\n";
+  std::ofstream(config) << "[limits]\nhandshake_timeout_ms = 1000\n";
   testing::TestServer server({"--config", config});
   RawConnection idle(server.port());
   EXPECT_EQ(idle.ExpectErrorThenClose(), pb::HANDSHAKE_TIMEOUT);
@@ -287,7 +287,7 @@ TEST(Handshake, ConnectionThatNeverLogsInIsClosed) {
   // A client that logs in in time is not affected.
   auto client = server.Connect();
   ASSERT_NE(client, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
   EXPECT_TRUE(client->Ping().ok());
   std::filesystem::remove_all(dir);
 }
