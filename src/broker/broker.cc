@@ -297,13 +297,15 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
 
 void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
   std::string name = queue->name();
-  for (const auto& binding : queue->bindings()) {
+  // Walk a moved-out copy: an auto-deleted exchange edits every queue's binding list.
+  auto bindings = std::move(queue->bindings());
+  queue->bindings().clear();
+  for (const auto& binding : bindings) {
     if (Exchange* exchange = FindExchange(binding.exchange)) {
       exchange->UnbindQueue(queue.get());
       MaybeAutoDeleteExchange(binding.exchange);
     }
   }
-  queue->bindings().clear();
   // Cancel consumers, telling their clients why.
   auto consumers = queue->consumers();
   for (const auto& consumer : consumers) {

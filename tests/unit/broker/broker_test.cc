@@ -1421,6 +1421,31 @@ TEST_F(ExchangeToExchangeTest, AutoDeleteSourceGoesWithItsLastBinding) {
   EXPECT_EQ(broker_->DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
 }
 
+// Regression: dropping a queue bound twice to an auto-delete exchange edited the binding list
+// it was walking.
+TEST_F(ExchangeToExchangeTest, DeletingAQueueBoundTwiceToAnAutoDeleteExchange) {
+  Exchange("auto", ExchangeType::kDirect, "", /*auto_delete=*/true);
+  Exchange("other", ExchangeType::kDirect);
+  Queue("q");
+  BindQueue("q", "auto", "a");
+  BindQueue("q", "auto", "b");
+  BindQueue("q", "other", "c");
+  ASSERT_TRUE(broker_->DeleteQueue(1, "q", false, false).ok());
+  ExchangeSpec passive;
+  passive.name = "auto";
+  passive.passive = true;
+  EXPECT_EQ(broker_->DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
+  passive.name = "other";
+  EXPECT_TRUE(broker_->DeclareExchange(passive).ok());
+  // Its binding to "other" went too: no route to the freed queue (ASan would see one).
+  EXPECT_EQ(Routed("other", "c"), 0u);
+  for (const auto& e : broker_->ListExchanges()) {
+    if (e.name == "other") {
+      EXPECT_EQ(e.bindings, 0u);
+    }
+  }
+}
+
 TEST_F(ExchangeToExchangeTest, UnbindAndBadBindingsAreReported) {
   Exchange("in", ExchangeType::kDirect);
   Exchange("out", ExchangeType::kFanout);
