@@ -1285,125 +1285,79 @@ TEST(ValidateName, AcceptsAllowedCharactersAndRejectsOthers) {
   EXPECT_TRUE(ValidateName("queue", std::string(255, 'x')).ok());
 }
 
-}  // namespace
-}  // namespace wharf::broker
-
-namespace wharf::broker {
-namespace {
-
-class ExchangeToExchangeTest : public ::testing::Test {
+// Exchange-to-exchange bindings, on the BrokerTest fixture.
+class ExchangeToExchangeTest : public BrokerTest {
  protected:
-  void SetUp() override {
-    broker_ = std::make_unique<Broker>(BrokerOptions{}, &clock_);
-    broker_->OpenSession(1, "alice", std::make_shared<NullPeer>());
-  }
-
-  struct NullPeer : SessionPeer {
-    void Deliver(Delivery) override {}
-    void CompleteReceive(uint64_t, std::vector<Delivery>) override {}
-    void ConsumerCancelled(const std::string&, std::string_view) override {}
-    void Flush() override {}
-    bool Writable() const override { return true; }
-  };
-
-  void Exchange(const std::string& name, ExchangeType type, const std::string& alternate = "",
-                bool auto_delete = false) {
-    ExchangeSpec spec;
-    spec.name = name;
-    spec.type = type;
-    spec.alternate_exchange = alternate;
-    spec.auto_delete = auto_delete;
-    ASSERT_TRUE(broker_->DeclareExchange(spec).ok());
-  }
-  void Queue(const std::string& name) {
-    QueueSpec spec;
-    spec.name = name;
-    ASSERT_TRUE(broker_->DeclareQueue(1, spec).ok());
-  }
   Status BindExchange(const std::string& source, const std::string& destination,
                       const std::string& key) {
     BindingSpec binding;
     binding.exchange = source;
     binding.destination_exchange = destination;
     binding.routing_key = key;
-    return broker_->Bind(1, binding);
-  }
-  void BindQueue(const std::string& queue, const std::string& exchange, const std::string& key) {
-    ASSERT_TRUE(broker_->Bind(1, {queue, exchange, key, {}}).ok());
+    return broker().Bind(kS1, binding);
   }
   uint32_t Routed(const std::string& exchange, const std::string& key) {
-    auto r = broker_->Publish(1, exchange, key, Message{});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->result.routed_queues : 0;
+    return Publish(exchange, key, "").routed_queues;
   }
-  uint64_t Ready(const std::string& queue) {
-    for (const auto& q : broker_->ListQueues(queue)) {
-      if (q.name == queue) return q.ready;
-    }
-    return 0;
-  }
-
-  ManualClock clock_;
-  std::unique_ptr<Broker> broker_;
 };
 
 TEST_F(ExchangeToExchangeTest, MessagesFlowOnThroughABoundExchange) {
-  Exchange("in", ExchangeType::kTopic);
-  Exchange("fan", ExchangeType::kFanout);
-  Queue("a");
-  Queue("b");
-  BindQueue("a", "fan", "");
-  BindQueue("b", "fan", "");
+  DeclareExchange("in", ExchangeType::kTopic);
+  DeclareExchange("fan", ExchangeType::kFanout);
+  DeclareQueue("a");
+  DeclareQueue("b");
+  Bind("a", "fan", "");
+  Bind("b", "fan", "");
   ASSERT_TRUE(BindExchange("in", "fan", "orders.#").ok());
   EXPECT_EQ(Routed("in", "orders.eu"), 2u);
   EXPECT_EQ(Routed("in", "payments.eu"), 0u);
-  EXPECT_EQ(Ready("a"), 1u);
-  EXPECT_EQ(Ready("b"), 1u);
+  EXPECT_EQ(Info("a").ready, 1u);
+  EXPECT_EQ(Info("b").ready, 1u);
 }
 
 TEST_F(ExchangeToExchangeTest, TwoPathsToOneQueueDeliverOneCopy) {
-  Exchange("in", ExchangeType::kFanout);
-  Exchange("mid", ExchangeType::kFanout);
-  Queue("q");
-  BindQueue("q", "in", "");
-  BindQueue("q", "mid", "");
+  DeclareExchange("in", ExchangeType::kFanout);
+  DeclareExchange("mid", ExchangeType::kFanout);
+  DeclareQueue("q");
+  Bind("q", "in", "");
+  Bind("q", "mid", "");
   ASSERT_TRUE(BindExchange("in", "mid", "").ok());
   EXPECT_EQ(Routed("in", "k"), 1u);
-  EXPECT_EQ(Ready("q"), 1u);
+  EXPECT_EQ(Info("q").ready, 1u);
 }
 
 TEST_F(ExchangeToExchangeTest, CyclesEndAndDoNotRepeat) {
-  Exchange("x", ExchangeType::kFanout);
-  Exchange("y", ExchangeType::kFanout);
+  DeclareExchange("x", ExchangeType::kFanout);
+  DeclareExchange("y", ExchangeType::kFanout);
   ASSERT_TRUE(BindExchange("x", "y", "").ok());
   ASSERT_TRUE(BindExchange("y", "x", "").ok());
   EXPECT_EQ(Routed("x", "k"), 0u);
-  Queue("q");
-  BindQueue("q", "y", "");
+  DeclareQueue("q");
+  Bind("q", "y", "");
   EXPECT_EQ(Routed("x", "k"), 1u);
-  EXPECT_EQ(Ready("q"), 1u);
+  EXPECT_EQ(Info("q").ready, 1u);
 }
 
 TEST_F(ExchangeToExchangeTest, AlternateExchangeTakesWhatReachedNoQueueDownstream) {
-  Exchange("ae", ExchangeType::kFanout);
-  Queue("unrouted");
-  BindQueue("unrouted", "ae", "");
-  Exchange("in", ExchangeType::kFanout, "ae");
-  Exchange("empty", ExchangeType::kFanout);
+  DeclareExchange("ae", ExchangeType::kFanout);
+  DeclareQueue("unrouted");
+  Bind("unrouted", "ae", "");
+  DeclareExchange("in", ExchangeType::kFanout, "ae");
+  DeclareExchange("empty", ExchangeType::kFanout);
   ASSERT_TRUE(BindExchange("in", "empty", "").ok());
   EXPECT_EQ(Routed("in", "k"), 1u);
-  EXPECT_EQ(Ready("unrouted"), 1u);
+  EXPECT_EQ(Info("unrouted").ready, 1u);
 }
 
 TEST_F(ExchangeToExchangeTest, DeletingTheDestinationRemovesTheBinding) {
-  Exchange("in", ExchangeType::kFanout);
-  Exchange("gone", ExchangeType::kFanout);
-  Queue("q");
-  BindQueue("q", "gone", "");
+  DeclareExchange("in", ExchangeType::kFanout);
+  DeclareExchange("gone", ExchangeType::kFanout);
+  DeclareQueue("q");
+  Bind("q", "gone", "");
   ASSERT_TRUE(BindExchange("in", "gone", "").ok());
-  ASSERT_TRUE(broker_->DeleteExchange("gone", false).ok());
+  ASSERT_TRUE(broker().DeleteExchange("gone", false).ok());
   EXPECT_EQ(Routed("in", "k"), 0u);  // no dangling route (ASan would catch a stale pointer)
-  for (const auto& e : broker_->ListExchanges()) {
+  for (const auto& e : broker().ListExchanges()) {
     if (e.name == "in") {
       EXPECT_EQ(e.bindings, 0u);
     }
@@ -1411,35 +1365,35 @@ TEST_F(ExchangeToExchangeTest, DeletingTheDestinationRemovesTheBinding) {
 }
 
 TEST_F(ExchangeToExchangeTest, AutoDeleteSourceGoesWithItsLastBinding) {
-  Exchange("src", ExchangeType::kFanout, "", /*auto_delete=*/true);
-  Exchange("dst", ExchangeType::kFanout);
+  DeclareExchange("src", ExchangeType::kFanout, "", /*auto_delete=*/true);
+  DeclareExchange("dst", ExchangeType::kFanout);
   ASSERT_TRUE(BindExchange("src", "dst", "").ok());
-  ASSERT_TRUE(broker_->DeleteExchange("dst", false).ok());
+  ASSERT_TRUE(broker().DeleteExchange("dst", false).ok());
   ExchangeSpec passive;
   passive.name = "src";
   passive.passive = true;
-  EXPECT_EQ(broker_->DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
+  EXPECT_EQ(broker().DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
 }
 
 // Regression: dropping a queue bound twice to an auto-delete exchange edited the binding list
 // it was walking.
 TEST_F(ExchangeToExchangeTest, DeletingAQueueBoundTwiceToAnAutoDeleteExchange) {
-  Exchange("auto", ExchangeType::kDirect, "", /*auto_delete=*/true);
-  Exchange("other", ExchangeType::kDirect);
-  Queue("q");
-  BindQueue("q", "auto", "a");
-  BindQueue("q", "auto", "b");
-  BindQueue("q", "other", "c");
-  ASSERT_TRUE(broker_->DeleteQueue(1, "q", false, false).ok());
+  DeclareExchange("auto", ExchangeType::kDirect, "", /*auto_delete=*/true);
+  DeclareExchange("other", ExchangeType::kDirect);
+  DeclareQueue("q");
+  Bind("q", "auto", "a");
+  Bind("q", "auto", "b");
+  Bind("q", "other", "c");
+  ASSERT_TRUE(broker().DeleteQueue(kS1, "q", false, false).ok());
   ExchangeSpec passive;
   passive.name = "auto";
   passive.passive = true;
-  EXPECT_EQ(broker_->DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
+  EXPECT_EQ(broker().DeclareExchange(passive).code(), StatusCode::kExchangeNotFound);
   passive.name = "other";
-  EXPECT_TRUE(broker_->DeclareExchange(passive).ok());
+  EXPECT_TRUE(broker().DeclareExchange(passive).ok());
   // Its binding to "other" went too: no route to the freed queue (ASan would see one).
   EXPECT_EQ(Routed("other", "c"), 0u);
-  for (const auto& e : broker_->ListExchanges()) {
+  for (const auto& e : broker().ListExchanges()) {
     if (e.name == "other") {
       EXPECT_EQ(e.bindings, 0u);
     }
@@ -1447,17 +1401,17 @@ TEST_F(ExchangeToExchangeTest, DeletingAQueueBoundTwiceToAnAutoDeleteExchange) {
 }
 
 TEST_F(ExchangeToExchangeTest, UnbindAndBadBindingsAreReported) {
-  Exchange("in", ExchangeType::kDirect);
-  Exchange("out", ExchangeType::kFanout);
-  Queue("q");
-  BindQueue("q", "out", "");
+  DeclareExchange("in", ExchangeType::kDirect);
+  DeclareExchange("out", ExchangeType::kFanout);
+  DeclareQueue("q");
+  Bind("q", "out", "");
   ASSERT_TRUE(BindExchange("in", "out", "k").ok());
   EXPECT_EQ(Routed("in", "k"), 1u);
   BindingSpec unbind;
   unbind.exchange = "in";
   unbind.destination_exchange = "out";
   unbind.routing_key = "k";
-  ASSERT_TRUE(broker_->Unbind(1, unbind).ok());
+  ASSERT_TRUE(broker().Unbind(kS1, unbind).ok());
   EXPECT_EQ(Routed("in", "k"), 0u);
   EXPECT_EQ(BindExchange("in", "missing", "k").code(), StatusCode::kExchangeNotFound);
   EXPECT_EQ(BindExchange("missing", "out", "k").code(), StatusCode::kExchangeNotFound);
@@ -1465,7 +1419,7 @@ TEST_F(ExchangeToExchangeTest, UnbindAndBadBindingsAreReported) {
   both.queue = "q";
   both.exchange = "in";
   both.destination_exchange = "out";
-  EXPECT_EQ(broker_->Bind(1, both).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(broker().Bind(kS1, both).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
