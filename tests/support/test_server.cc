@@ -83,6 +83,16 @@ std::unique_ptr<Client> TestServer::Connect() const {
   return std::move(client).value();
 }
 
+bool TestServer::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
 int TestServer::Stop() {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);

@@ -27,7 +27,8 @@ class TestServer {
   uint16_t port() const { return port_; }
   const std::string& dir() const { return dir_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  bool running() const { return pid_ > 0; }
+  // True while the wharfd child is alive (a crashed child is reaped here).
+  bool running();
 
   ClientOptions Options() const;
   std::unique_ptr<Client> Connect() const;  // ADD_FAILURE and nullptr on error
