@@ -50,6 +50,8 @@ enum class StatusCode : uint16_t {
   kInternal = 500,
   kShuttingDown = 501,
   kResourceExhausted = 502,
+  kStoreUnavailable = 503,
+  kStoreFull = 504,
   kNoRoute = 600,
 };
 

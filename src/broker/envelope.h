@@ -1,7 +1,6 @@
 // broker/envelope.h
 //
-// Envelope is an accepted message plus how it arrived (exchange and routing key). One Envelope
-// is shared by every queue the message was routed to and by every delivery of it.
+// Envelope (common/envelope.h) is an accepted message plus how it arrived.
 // Delivery is one hand-over of a queued message to a client.
 //
 // Thread safety: an Envelope is immutable once published and shared as
@@ -12,16 +11,12 @@
 #include <memory>
 #include <string>
 
-#include "wharf/message.h"
+#include "common/envelope.h"
 
 namespace wharf::broker {
 
-struct Envelope {
-  Message message;
-  std::string exchange;
-  std::string routing_key;
-};
-using EnvelopePtr = std::shared_ptr<const Envelope>;
+using wharf::Envelope;  // common/envelope.h: the store shares it
+using wharf::EnvelopePtr;
 
 struct Delivery {
   std::string consumer_tag;  // "" for pull deliveries

@@ -62,6 +62,10 @@ std::string_view StatusCodeName(StatusCode code) {
       return "SHUTTING_DOWN";
     case StatusCode::kResourceExhausted:
       return "RESOURCE_EXHAUSTED";
+    case StatusCode::kStoreUnavailable:
+      return "STORE_UNAVAILABLE";
+    case StatusCode::kStoreFull:
+      return "STORE_FULL";
     case StatusCode::kNoRoute:
       return "NO_ROUTE";
   }

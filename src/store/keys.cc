@@ -1,0 +1,76 @@
+#include "store/keys.h"
+
+namespace wharf::store {
+
+void AppendBigEndian64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+
+uint64_t ReadBigEndian64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+void AppendLittleEndian64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint64_t ReadLittleEndian64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+void AppendLittleEndian32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint32_t ReadLittleEndian32(std::string_view in) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+std::string MessageKey(uint64_t message_id) {
+  std::string key;
+  key.reserve(8);
+  AppendBigEndian64(&key, message_id);
+  return key;
+}
+
+std::string RefsKey(uint64_t message_id) {
+  std::string key(1, kRefsPrefix);
+  AppendBigEndian64(&key, message_id);
+  return key;
+}
+
+std::string EntryKey(uint64_t queue_id, uint64_t seq) {
+  std::string key;
+  key.reserve(16);
+  AppendBigEndian64(&key, queue_id);
+  AppendBigEndian64(&key, seq);
+  return key;
+}
+
+std::optional<EntryKeyParts> ParseEntryKey(std::string_view key) {
+  if (key.size() != 16) return std::nullopt;
+  return EntryKeyParts{ReadBigEndian64(key), ReadBigEndian64(key.substr(8))};
+}
+
+std::string EncodeEntryValue(const EntryValue& value) {
+  std::string out;
+  out.reserve(13);
+  AppendLittleEndian64(&out, value.message_id);
+  AppendLittleEndian32(&out, value.receive_count);
+  out.push_back(static_cast<char>(value.flags));
+  return out;
+}
+
+std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
+  if (value.size() != 13) return std::nullopt;
+  return EntryValue{ReadLittleEndian64(value), ReadLittleEndian32(value.substr(8)),
+                    static_cast<uint8_t>(value[12])};
+}
+
+}  // namespace wharf::store

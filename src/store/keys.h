@@ -1,0 +1,83 @@
+// store/keys.h
+//
+// The RocksDB layout of storage format v1: column families, key grammar and the entry value.
+// docs/storage.md explains the choices; this is the reference an implementation follows.
+//
+//   column family "default"   (meta and topology; small)
+//     "F"                                 -> decimal storage format version, "1"
+//     "N"                                 -> fixed64le next queue id
+//     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
+//     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
+//     "b" BindingRecord-bytes             -> ""                   (both ends durable)
+//     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
+//   column family "messages"  (bodies, written once, deleted once)
+//     fixed64be(message-id)               -> MessageRecord
+//   column family "entries"   (one per message per queue: the queues themselves)
+//     fixed64be(queue-id) fixed64be(seq)  -> entry-value
+//   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
+//     flags: kEntryShared    the body is referenced from several queues: see "r"
+//            kEntryTransient the message is not persistent (written only because the queue
+//                            pages to disk); recovery drops it
+//
+// Big-endian ids and sequence numbers make RocksDB's bytewise order the numeric order, so a
+// queue is one contiguous key range in sequence order.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/message_store.h"
+
+namespace wharf::store {
+
+// The storage format this build writes and reads. Changing the layout or the meaning of any
+// record: (1) bump this, (2) teach RocksDbStore::Recover to upgrade the previous version in
+// place, or to refuse it with a message saying how to migrate, (3) add a test that opens a
+// data directory written by the previous version, (4) describe the change in docs/storage.md.
+// A data directory with a newer version than this is refused: an old wharfd must not guess.
+inline constexpr int kFormatVersion = 1;
+
+inline constexpr char kColumnMessages[] = "messages";
+inline constexpr char kColumnEntries[] = "entries";
+
+inline constexpr std::string_view kFormatKey = "F";
+inline constexpr std::string_view kNextQueueIdKey = "N";
+inline constexpr char kExchangePrefix = 'x';
+inline constexpr char kQueuePrefix = 'q';
+inline constexpr char kBindingPrefix = 'b';
+inline constexpr char kRefsPrefix = 'r';
+
+struct EntryValue {
+  uint64_t message_id = 0;
+  uint32_t receive_count = 0;
+  uint8_t flags = 0;
+};
+
+void AppendBigEndian64(std::string* out, uint64_t v);
+uint64_t ReadBigEndian64(std::string_view in);  // REQUIRES: in.size() >= 8
+void AppendLittleEndian64(std::string* out, uint64_t v);
+uint64_t ReadLittleEndian64(std::string_view in);
+void AppendLittleEndian32(std::string* out, uint32_t v);
+uint32_t ReadLittleEndian32(std::string_view in);
+
+std::string MessageKey(uint64_t message_id);
+std::string RefsKey(uint64_t message_id);
+std::string EntryKey(uint64_t queue_id, uint64_t seq);
+// The first key of queue `queue_id` at or after `seq`.
+inline std::string EntryLowerBound(uint64_t queue_id, uint64_t seq) {
+  return EntryKey(queue_id, seq);
+}
+struct EntryKeyParts {
+  uint64_t queue_id = 0;
+  uint64_t seq = 0;
+};
+std::optional<EntryKeyParts> ParseEntryKey(std::string_view key);
+
+std::string EncodeEntryValue(const EntryValue& value);
+std::optional<EntryValue> DecodeEntryValue(std::string_view value);
+
+}  // namespace wharf::store

@@ -1,0 +1,152 @@
+// store/message_store.h
+//
+// MessageStore is the durable home of the topology (durable exchanges, queues, bindings) and of
+// the messages in durable queues. On restart the broker trusts it completely: a publish is
+// confirmed to the producer only after the Commit() that wrote it has reported success.
+//
+// The broker describes changes as a StoreBatch (one per batch of requests it ran) and hands it
+// to Commit(). Batches are applied in the order they were committed, each atomically; a store
+// is free to merge many batches into one disk write and one sync (group commit), and it must:
+// one sync per message would cap a disk at a few hundred confirms per second.
+//
+// Queues are kept as entries: (queue id, sequence number) -> (message id, receive count, flags).
+// A message body is written once however many queues it reaches, and released by the entry
+// deletions that settle it (store/keys.h has the layout).
+//
+// Thread safety: Commit() and Load() may be called from one thread at a time (the broker
+// thread). Their callbacks run through the `post` function given at Open, never inline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/envelope.h"
+#include "wharf/result.h"
+#include "wharf/types.h"
+
+namespace wharf::store {
+
+// Entry flags (store/keys.h).
+inline constexpr uint8_t kEntryShared = 1;     // the body is shared with other queues' entries
+inline constexpr uint8_t kEntryTransient = 2;  // not persistent: dropped at recovery
+
+// Runs a completion on the thread that owns the broker.
+using PostFn = std::function<void(std::function<void()>)>;
+
+struct EntryRef {
+  uint64_t queue_id = 0;
+  uint64_t seq = 0;
+  uint64_t message_id = 0;
+  uint32_t receive_count = 0;
+  uint8_t flags = 0;  // kEntryShared | kEntryTransient (store/keys.h)
+};
+
+// A group of changes applied atomically and in order.
+class StoreBatch {
+ public:
+  struct PutMessage {
+    EnvelopePtr envelope;
+    uint32_t references;  // entries that will point at it
+  };
+  struct PutEntry {
+    EntryRef entry;  // written anew, or rewritten with a higher receive count
+  };
+  struct RemoveEntry {
+    EntryRef entry;  // deletes the entry and releases its message body
+  };
+  struct RemoveRange {
+    uint64_t queue_id;
+    uint64_t from_seq;  // inclusive
+    uint64_t to_seq;    // exclusive
+  };
+  struct PutExchange {
+    ExchangeSpec spec;
+  };
+  struct RemoveExchange {
+    std::string name;  // and every binding from or to it
+  };
+  struct PutQueue {
+    QueueSpec spec;
+    uint64_t queue_id;
+  };
+  struct RemoveQueue {
+    std::string name;  // and every binding to it, every entry and the bodies they held
+    uint64_t queue_id;
+  };
+  struct PutBinding {
+    BindingSpec binding;
+  };
+  struct RemoveBinding {
+    BindingSpec binding;
+  };
+  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
+                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding>;
+
+  template <typename T>
+  void Add(T op) {
+    ops_.emplace_back(std::move(op));
+  }
+  bool empty() const { return ops_.empty(); }
+  size_t size() const { return ops_.size(); }
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  std::vector<Op> ops_;
+};
+
+// A queue as found on disk at start-up.
+struct StoredQueue {
+  QueueSpec spec;
+  uint64_t queue_id = 0;
+  uint64_t messages = 0;   // entries
+  uint64_t first_seq = 0;  // of the first entry; 0 when empty
+  uint64_t next_seq = 1;   // one past the last entry
+};
+
+struct RecoveredState {
+  std::vector<ExchangeSpec> exchanges;
+  std::vector<StoredQueue> queues;
+  std::vector<BindingSpec> bindings;
+  uint64_t next_queue_id = 1;
+  uint64_t max_message_id = 0;
+  uint64_t transient_dropped = 0;  // non-persistent messages paged out before the restart
+};
+
+struct LoadedMessage {
+  uint64_t seq = 0;
+  uint32_t receive_count = 0;
+  uint8_t flags = 0;
+  EnvelopePtr envelope;
+};
+
+using CommitCallback = std::function<void(Status)>;
+using LoadCallback = std::function<void(Result<std::vector<LoadedMessage>>)>;
+
+class MessageStore {
+ public:
+  virtual ~MessageStore() = default;
+
+  // Reads what the last run left and drops what must not survive a restart. Call once,
+  // before the first Commit.
+  virtual Result<RecoveredState> Recover() = 0;
+
+  // Applies `batch` after every batch committed before it. `done` gets OK once it is written,
+  // and once it is synced to disk when `sync` is set. After a failed write the store refuses
+  // every later batch with the same error until it has recovered (it retries by itself).
+  virtual void Commit(StoreBatch batch, bool sync, CommitCallback done) = 0;
+
+  // Reads entries of `queue_id` with from_seq <= seq < to_seq, at most `limit`, in sequence
+  // order, with their messages. Sees every batch committed before the call.
+  virtual void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
+                    LoadCallback done) = 0;
+
+  // Writes everything committed so far, runs the remaining callbacks and stops the store's
+  // threads. Later calls to Commit or Load fail with kShuttingDown.
+  virtual void Close() = 0;
+};
+
+}  // namespace wharf::store

@@ -1,0 +1,181 @@
+#include "store/records.h"
+
+#include "store/keys.h"
+
+namespace wharf::store {
+namespace {
+
+void ToRecord(const Headers& headers, google::protobuf::RepeatedPtrField<pb::Header>* out) {
+  for (const auto& [key, value] : headers) {
+    pb::Header* header = out->Add();
+    header->set_key(key);
+    pb::HeaderValue* v = header->mutable_value();
+    std::visit(
+        [v](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            v->set_bool_value(x);
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            v->set_int_value(x);
+          } else if constexpr (std::is_same_v<T, double>) {
+            v->set_double_value(x);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            v->set_string_value(x);
+          } else {
+            v->set_bytes_value(x.data);
+          }
+        },
+        value);
+  }
+}
+
+Status FromRecord(const google::protobuf::RepeatedPtrField<pb::Header>& in, Headers* out) {
+  for (const pb::Header& header : in) {
+    const pb::HeaderValue& v = header.value();
+    switch (v.kind_case()) {
+      case pb::HeaderValue::kBoolValue:
+        (*out)[header.key()] = v.bool_value();
+        break;
+      case pb::HeaderValue::kIntValue:
+        (*out)[header.key()] = static_cast<int64_t>(v.int_value());
+        break;
+      case pb::HeaderValue::kDoubleValue:
+        (*out)[header.key()] = v.double_value();
+        break;
+      case pb::HeaderValue::kStringValue:
+        (*out)[header.key()] = v.string_value();
+        break;
+      case pb::HeaderValue::kBytesValue:
+        (*out)[header.key()] = Bytes{v.bytes_value()};
+        break;
+      default:
+        return Status(StatusCode::kInternal,
+                      "stored header '" + header.key() + "' has no value (corrupt record?)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void ToRecord(const Envelope& envelope, pb::MessageRecord* out) {
+  const Message& m = envelope.message;
+  const Properties& p = m.properties;
+  out->set_id(m.id);
+  out->set_body(m.body);
+  ToRecord(m.headers, out->mutable_headers());
+  out->set_message_id(p.message_id);
+  out->set_correlation_id(p.correlation_id);
+  out->set_reply_to(p.reply_to);
+  out->set_content_type(p.content_type);
+  out->set_content_encoding(p.content_encoding);
+  out->set_timestamp_ms(p.timestamp_ms);
+  out->set_priority(p.priority);
+  out->set_expiration_ms(p.expiration_ms);
+  out->set_type(p.type);
+  out->set_app_id(p.app_id);
+  out->set_persistent(m.persistent);
+  out->set_published_at_ms(m.published_at_ms);
+  out->set_exchange(envelope.exchange);
+  out->set_routing_key(envelope.routing_key);
+}
+
+Result<Envelope> FromRecord(pb::MessageRecord&& record) {
+  Envelope envelope;
+  Message& m = envelope.message;
+  Properties& p = m.properties;
+  m.id = record.id();
+  m.body = std::move(*record.mutable_body());
+  WHARF_RETURN_IF_ERROR(FromRecord(record.headers(), &m.headers));
+  p.message_id = std::move(*record.mutable_message_id());
+  p.correlation_id = std::move(*record.mutable_correlation_id());
+  p.reply_to = std::move(*record.mutable_reply_to());
+  p.content_type = std::move(*record.mutable_content_type());
+  p.content_encoding = std::move(*record.mutable_content_encoding());
+  p.timestamp_ms = record.timestamp_ms();
+  p.priority = record.priority();
+  p.expiration_ms = record.expiration_ms();
+  p.type = std::move(*record.mutable_type());
+  p.app_id = std::move(*record.mutable_app_id());
+  m.persistent = record.persistent();
+  m.published_at_ms = record.published_at_ms();
+  envelope.exchange = std::move(*record.mutable_exchange());
+  envelope.routing_key = std::move(*record.mutable_routing_key());
+  return envelope;
+}
+
+pb::ExchangeRecord ToRecord(const ExchangeSpec& spec) {
+  pb::ExchangeRecord record;
+  record.set_name(spec.name);
+  record.set_type(static_cast<pb::ExchangeType>(spec.type));
+  record.set_auto_delete(spec.auto_delete);
+  record.set_alternate_exchange(spec.alternate_exchange);
+  return record;
+}
+
+Result<ExchangeSpec> FromRecord(const pb::ExchangeRecord& record) {
+  ExchangeSpec spec;
+  spec.name = record.name();
+  switch (record.type()) {
+    case pb::DIRECT:
+    case pb::FANOUT:
+    case pb::TOPIC:
+    case pb::HEADERS:
+      spec.type = static_cast<ExchangeType>(record.type());
+      break;
+    default:
+      return Status(StatusCode::kInternal, "stored exchange '" + record.name() +
+                                               "' has unknown type " +
+                                               std::to_string(record.type()));
+  }
+  spec.durable = true;
+  spec.auto_delete = record.auto_delete();
+  spec.alternate_exchange = record.alternate_exchange();
+  return spec;
+}
+
+pb::QueueRecord ToRecord(const QueueSpec& spec, uint64_t queue_id) {
+  pb::QueueRecord record;
+  record.set_name(spec.name);
+  record.set_queue_id(queue_id);
+  record.set_auto_delete(spec.auto_delete);
+  ToRecord(spec.arguments, record.mutable_arguments());
+  return record;
+}
+
+Result<QueueSpec> FromRecord(const pb::QueueRecord& record) {
+  QueueSpec spec;
+  spec.name = record.name();
+  spec.durable = true;
+  spec.auto_delete = record.auto_delete();
+  WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &spec.arguments));
+  return spec;
+}
+
+pb::BindingRecord ToRecord(const BindingSpec& binding) {
+  pb::BindingRecord record;
+  record.set_exchange(binding.exchange);
+  record.set_queue(binding.queue);
+  record.set_destination_exchange(binding.destination_exchange);
+  record.set_routing_key(binding.routing_key);
+  ToRecord(binding.arguments, record.mutable_arguments());
+  return record;
+}
+
+Result<BindingSpec> FromRecord(const pb::BindingRecord& record) {
+  BindingSpec binding;
+  binding.exchange = record.exchange();
+  binding.queue = record.queue();
+  binding.destination_exchange = record.destination_exchange();
+  binding.routing_key = record.routing_key();
+  WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &binding.arguments));
+  return binding;
+}
+
+std::string BindingKey(const BindingSpec& binding) {
+  std::string key(1, kBindingPrefix);
+  ToRecord(binding).AppendToString(&key);
+  return key;
+}
+
+}  // namespace wharf::store

@@ -1,0 +1,35 @@
+// store/records.h
+//
+// Conversions between Wharf's value types and the storage records of
+// proto/wharf/storage/v1/records.proto. The store is the only user.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "common/envelope.h"
+#include "wharf/result.h"
+#include "wharf/storage/v1/records.pb.h"
+#include "wharf/types.h"
+
+namespace wharf::store {
+
+namespace pb = ::wharf::storage::v1;
+
+void ToRecord(const Envelope& envelope, pb::MessageRecord* out);
+Result<Envelope> FromRecord(pb::MessageRecord&& record);
+
+pb::ExchangeRecord ToRecord(const ExchangeSpec& spec);
+Result<ExchangeSpec> FromRecord(const pb::ExchangeRecord& record);
+
+pb::QueueRecord ToRecord(const QueueSpec& spec, uint64_t queue_id);
+Result<QueueSpec> FromRecord(const pb::QueueRecord& record);
+
+pb::BindingRecord ToRecord(const BindingSpec& binding);
+Result<BindingSpec> FromRecord(const pb::BindingRecord& record);
+
+// The key of a binding: its record's bytes (deterministic: headers are sorted, no maps).
+std::string BindingKey(const BindingSpec& binding);
+
+}  // namespace wharf::store

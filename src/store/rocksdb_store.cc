@@ -1,0 +1,568 @@
+#include "store/rocksdb_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+#include <rocksdb/write_buffer_manager.h>
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "store/keys.h"
+#include "store/records.h"
+#include "store/rocksdb_status.h"
+
+namespace wharf::store {
+namespace {
+
+// Entries removed per write when a queue is purged or deleted, so that removing millions of
+// messages never builds one enormous batch.
+constexpr size_t kRemoveChunk = 16384;
+
+Status ShuttingDown() { return Status(StatusCode::kShuttingDown, "the message store is closed"); }
+
+std::string Prefixed(char prefix, std::string_view name) {
+  std::string key(1, prefix);
+  key.append(name);
+  return key;
+}
+
+}  // namespace
+
+RocksDbStore::RocksDbStore(const StoreOptions& options, PostFn post)
+    : options_(options), post_(std::move(post)) {}
+
+Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options, PostFn post) {
+  std::unique_ptr<RocksDbStore> store(new RocksDbStore(options, std::move(post)));
+  WHARF_RETURN_IF_ERROR(store->OpenDb());
+  RocksDbStore* raw = store.get();
+  store->writer_ = std::thread([raw] { raw->WriterLoop(); });
+  store->reader_ = std::thread([raw] { raw->ReaderLoop(); });
+  return store;
+}
+
+Status RocksDbStore::OpenDb() {
+  auto cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.cache_index_and_filter_blocks = true;
+  table.pin_l0_filter_and_index_blocks_in_cache = true;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_background_jobs = 2;
+  db_options.bytes_per_sync = 1u << 20;
+  // The meta family is rarely flushed; without a cap it would keep every WAL file alive.
+  db_options.max_total_wal_size = 256u << 20;
+  db_options.write_buffer_manager =
+      std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_bytes, cache);
+  db_options.info_log_level = rocksdb::WARN_LEVEL;
+  db_options.keep_log_file_num = 4;
+
+  rocksdb::ColumnFamilyOptions meta;
+  meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  meta.write_buffer_size = 4u << 20;
+
+  rocksdb::ColumnFamilyOptions messages = meta;
+  messages.write_buffer_size = options_.memtable_bytes / 2;
+  messages.level_compaction_dynamic_level_bytes = true;
+  messages.enable_blob_files = true;
+  messages.min_blob_size = options_.min_blob_bytes;
+  messages.enable_blob_garbage_collection = true;
+  messages.blob_garbage_collection_age_cutoff = 0.25;
+
+  rocksdb::ColumnFamilyOptions entries = meta;
+  entries.write_buffer_size = options_.memtable_bytes / 4;
+  entries.level_compaction_dynamic_level_bytes = true;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, meta},
+      {kColumnMessages, messages},
+      {kColumnEntries, entries},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &db);
+  if (!s.ok()) return FromRocksDb(s, "cannot open the message store at " + options_.path);
+  db_.reset(db);
+  meta_ = handles[0];
+  messages_ = handles[1];
+  entries_ = handles[2];
+  last_resume_ = std::chrono::steady_clock::now();
+  return Status::Ok();
+}
+
+RocksDbStore::~RocksDbStore() {
+  Close();
+  if (db_) {
+    for (auto* handle : {meta_, messages_, entries_}) {
+      if (handle) db_->DestroyColumnFamilyHandle(handle);
+    }
+    db_->Close();
+  }
+}
+
+void RocksDbStore::Close() {
+  if (closed_) return;
+  closed_ = true;
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();  // drains every queued commit
+  {
+    std::lock_guard lock(read_mu_);
+    reads_closing_ = true;
+  }
+  read_cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+StoreCounters RocksDbStore::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+// --- Recovery ------------------------------------------------------------------------------------
+
+Result<RecoveredState> RocksDbStore::Recover() {
+  RecoveredState state;
+  rocksdb::ReadOptions read;
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(read, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()), &value);
+  if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> any_meta(db_->NewIterator(read, meta_));
+    any_meta->SeekToFirst();
+    std::unique_ptr<rocksdb::Iterator> any_entry(db_->NewIterator(read, entries_));
+    any_entry->SeekToFirst();
+    if (any_meta->Valid() || any_entry->Valid()) {
+      return Status(StatusCode::kStoreUnavailable,
+                    "the message store at " + options_.path +
+                        " has data but no format version: not a wharfd data directory?");
+    }
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
+                 std::to_string(kFormatVersion));
+    if (!s.ok()) return FromRocksDb(s, "cannot initialise the message store");
+    spdlog::info("store: created a new message store at {} (format {})", options_.path,
+                 kFormatVersion);
+  } else if (!s.ok()) {
+    return FromRocksDb(s, "cannot read the message store's format version");
+  } else if (value != std::to_string(kFormatVersion)) {
+    return Status(StatusCode::kStoreUnavailable,
+                  "the message store at " + options_.path + " has storage format " + value +
+                      "; this wharfd reads format " + std::to_string(kFormatVersion) +
+                      (std::atoi(value.c_str()) > kFormatVersion
+                           ? ": it was written by a newer wharfd. Run that version, or restore "
+                             "a backup taken before the upgrade (docs/storage.md)"
+                           : ""));
+  }
+
+  s = db_->Get(read, meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), &value);
+  if (s.ok() && value.size() == 8) state.next_queue_id = ReadLittleEndian64(value);
+
+  // Topology.
+  std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice key = it->key();
+    if (key.empty()) continue;
+    rocksdb::Slice payload = it->value();
+    switch (key[0]) {
+      case kExchangePrefix: {
+        pb::ExchangeRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt exchange record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto spec, FromRecord(record));
+        state.exchanges.push_back(std::move(spec));
+        break;
+      }
+      case kQueuePrefix: {
+        pb::QueueRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt queue record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto spec, FromRecord(record));
+        StoredQueue queue;
+        queue.spec = std::move(spec);
+        queue.queue_id = record.queue_id();
+        queue_index[queue.queue_id] = state.queues.size();
+        state.next_queue_id = std::max(state.next_queue_id, queue.queue_id + 1);
+        state.queues.push_back(std::move(queue));
+        break;
+      }
+      case kBindingPrefix: {
+        pb::BindingRecord record;
+        if (!record.ParseFromArray(key.data() + 1, static_cast<int>(key.size() - 1))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt binding record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto binding, FromRecord(record));
+        state.bindings.push_back(std::move(binding));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the topology");
+
+  // Queues: count each one's entries, and drop entries that must not outlive the broker
+  // (transient messages that were paged out, entries of queues that no longer exist).
+  rocksdb::WriteBatch cleanup;
+  uint64_t orphaned = 0;
+  it.reset(db_->NewIterator(read, entries_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+    if (!parts || !entry) {
+      return Status(StatusCode::kStoreUnavailable, "corrupt queue entry");
+    }
+    auto found = queue_index.find(parts->queue_id);
+    bool keep = found != queue_index.end() && !(entry->flags & kEntryTransient);
+    if (!keep) {
+      cleanup.Delete(entries_, it->key());
+      WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, &cleanup));
+      if (found == queue_index.end()) {
+        ++orphaned;
+      } else {
+        ++state.transient_dropped;
+      }
+      if (cleanup.Count() >= kRemoveChunk) WHARF_RETURN_IF_ERROR(Write(&cleanup, false));
+      continue;
+    }
+    StoredQueue& queue = state.queues[found->second];
+    if (queue.messages == 0) queue.first_seq = parts->seq;
+    ++queue.messages;
+    queue.next_seq = parts->seq + 1;
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the queues");
+  WHARF_RETURN_IF_ERROR(Write(&cleanup, true));
+  references_.clear();
+  if (orphaned > 0) spdlog::warn("store: dropped {} entries of deleted queues", orphaned);
+
+  it.reset(db_->NewIterator(read, messages_));
+  it->SeekToLast();
+  if (it->Valid() && it->key().size() == 8) {
+    state.max_message_id = ReadBigEndian64(std::string_view(it->key().data(), 8));
+  }
+  return state;
+}
+
+// --- Writer --------------------------------------------------------------------------------------
+
+void RocksDbStore::Commit(StoreBatch batch, bool sync, CommitCallback done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      requests_.emplace_back(CommitRequest{std::move(batch), sync, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  post_([done = std::move(done)] { done(ShuttingDown()); });
+}
+
+void RocksDbStore::Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
+                        LoadCallback done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      requests_.emplace_back(LoadRequest{queue_id, from_seq, to_seq, limit, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  post_([done = std::move(done)] { done(ShuttingDown()); });
+}
+
+void RocksDbStore::WriterLoop() {
+  while (true) {
+    std::deque<Request> group;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return closing_ || !requests_.empty(); });
+      if (requests_.empty()) return;  // closing, and everything is written
+      group.swap(requests_);
+    }
+    if (!error_.ok()) TryResume();
+    rocksdb::WriteBatch wb;
+    bool sync = false;
+    size_t commits = 0;
+    std::vector<LoadRequest> loads;
+    Status status = error_;
+    for (Request& request : group) {
+      if (auto* commit = std::get_if<CommitRequest>(&request)) {
+        ++commits;
+        sync |= commit->sync;
+        if (status.ok()) status = Apply(commit->batch, &wb);
+      } else {
+        loads.push_back(std::move(std::get<LoadRequest>(request)));
+      }
+    }
+    if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
+    if (!status.ok() && error_.ok()) {
+      error_ = status;
+      references_.clear();  // may hold counts that never reached the disk
+      spdlog::error(
+          "store: write failed, publishing persistent messages is refused until it "
+          "recovers: {}",
+          status.ToString());
+    }
+    {
+      std::lock_guard lock(mu_);
+      counters_.commits += commits;
+    }
+    for (Request& request : group) {
+      if (auto* commit = std::get_if<CommitRequest>(&request)) {
+        post_([done = std::move(commit->done), status] { done(status); });
+      }
+    }
+    if (!loads.empty()) {
+      {
+        std::lock_guard lock(read_mu_);
+        for (auto& load : loads) reads_.push_back(std::move(load));
+      }
+      read_cv_.notify_one();
+    }
+  }
+}
+
+void RocksDbStore::TryResume() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_resume_ < std::chrono::seconds(1)) return;
+  last_resume_ = now;
+  rocksdb::Status s = db_->Resume();
+  if (s.ok()) {
+    spdlog::warn("store: writes work again after: {}", error_.ToString());
+    error_ = Status::Ok();
+  }
+}
+
+Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
+  rocksdb::WriteOptions options;
+  options.sync = sync;
+  size_t bytes = wb->GetDataSize();
+  rocksdb::Status s = db_->Write(options, wb);
+  wb->Clear();
+  if (!s.ok()) return FromRocksDb(s, "message store write failed");
+  std::lock_guard lock(mu_);
+  ++counters_.writes;
+  counters_.syncs += sync ? 1 : 0;
+  counters_.bytes_written += bytes;
+  return Status::Ok();
+}
+
+Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
+  for (const StoreBatch::Op& op : batch.ops()) {
+    Status status;
+    std::visit(
+        [&](const auto& o) {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, StoreBatch::PutMessage>) {
+            pb::MessageRecord record;
+            ToRecord(*o.envelope, &record);
+            uint64_t id = o.envelope->message.id;
+            wb->Put(messages_, MessageKey(id), record.SerializeAsString());
+            if (o.references > 1) {
+              std::string count;
+              AppendLittleEndian32(&count, o.references);
+              wb->Put(meta_, RefsKey(id), count);
+              references_[id] = o.references;
+            }
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutEntry>) {
+            const EntryRef& e = o.entry;
+            wb->Put(entries_, EntryKey(e.queue_id, e.seq),
+                    EncodeEntryValue({e.message_id, e.receive_count, e.flags}));
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
+            const EntryRef& e = o.entry;
+            wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
+            status = Release(e.message_id, e.flags & kEntryShared, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveRange>) {
+            status = RemoveEntries(o.queue_id, o.from_seq, o.to_seq, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutExchange>) {
+            wb->Put(meta_, Prefixed(kExchangePrefix, o.spec.name),
+                    ToRecord(o.spec).SerializeAsString());
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveExchange>) {
+            wb->Delete(meta_, Prefixed(kExchangePrefix, o.name));
+            status = RemoveBindings(
+                [&](const pb::BindingRecord& b) {
+                  return b.exchange() == o.name || b.destination_exchange() == o.name;
+                },
+                wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutQueue>) {
+            wb->Put(meta_, Prefixed(kQueuePrefix, o.spec.name),
+                    ToRecord(o.spec, o.queue_id).SerializeAsString());
+            std::string next;
+            AppendLittleEndian64(&next, o.queue_id + 1);
+            wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
+            wb->Delete(meta_, Prefixed(kQueuePrefix, o.name));
+            status = RemoveBindings(
+                [&](const pb::BindingRecord& b) {
+                  return b.destination_exchange().empty() && b.queue() == o.name;
+                },
+                wb);
+            if (status.ok()) status = RemoveEntries(o.queue_id, 0, UINT64_MAX, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutBinding>) {
+            wb->Put(meta_, BindingKey(o.binding), "");
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveBinding>) {
+            wb->Delete(meta_, BindingKey(o.binding));
+          }
+        },
+        op);
+    WHARF_RETURN_IF_ERROR(status);
+  }
+  return Status::Ok();
+}
+
+Status RocksDbStore::Release(uint64_t message_id, bool shared, rocksdb::WriteBatch* wb) {
+  if (!shared) {
+    wb->Delete(messages_, MessageKey(message_id));
+    return Status::Ok();
+  }
+  auto it = references_.find(message_id);
+  if (it == references_.end()) {
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, RefsKey(message_id), &value);
+    if (s.IsNotFound()) {
+      // Already released (a removal that raced a queue deletion): nothing holds it.
+      wb->Delete(messages_, MessageKey(message_id));
+      return Status::Ok();
+    }
+    if (!s.ok()) return FromRocksDb(s, "cannot read a reference count");
+    it = references_.emplace(message_id, value.size() == 4 ? ReadLittleEndian32(value) : 1).first;
+  }
+  if (it->second <= 1) {
+    wb->Delete(meta_, RefsKey(message_id));
+    wb->Delete(messages_, MessageKey(message_id));
+    references_.erase(it);
+  } else {
+    --it->second;
+    std::string count;
+    AppendLittleEndian32(&count, it->second);
+    wb->Put(meta_, RefsKey(message_id), count);
+  }
+  return Status::Ok();
+}
+
+Status RocksDbStore::RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
+                                   rocksdb::WriteBatch* wb) {
+  // The iterator reads the database, not `wb`: write what is pending first.
+  if (wb->Count() > 0) WHARF_RETURN_IF_ERROR(Write(wb, false));
+  std::string lower = EntryKey(queue_id, from_seq);
+  std::string upper = to_seq == UINT64_MAX ? EntryKey(queue_id + 1, 0) : EntryKey(queue_id, to_seq);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
+  std::string chunk_start = lower;
+  size_t in_chunk = 0;
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+    if (entry) WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, wb));
+    if (++in_chunk == kRemoveChunk) {
+      // Each chunk deletes its entries and releases their bodies in one atomic write.
+      std::string chunk_end = it->key().ToString() + '\0';
+      wb->DeleteRange(entries_, chunk_start, chunk_end);
+      WHARF_RETURN_IF_ERROR(Write(wb, false));
+      chunk_start = chunk_end;
+      in_chunk = 0;
+    }
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read a queue to remove it");
+  wb->DeleteRange(entries_, chunk_start, upper);
+  return Status::Ok();
+}
+
+template <typename Pred>
+Status RocksDbStore::RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb) {
+  if (wb->Count() > 0) WHARF_RETURN_IF_ERROR(Write(wb, false));
+  std::string lower(1, kBindingPrefix);
+  std::string upper(1, static_cast<char>(kBindingPrefix + 1));
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    pb::BindingRecord record;
+    if (record.ParseFromArray(it->key().data() + 1, static_cast<int>(it->key().size() - 1)) &&
+        doomed(record)) {
+      wb->Delete(meta_, it->key());
+    }
+  }
+  return FromRocksDb(it->status(), "cannot read the bindings");
+}
+
+// --- Reader --------------------------------------------------------------------------------------
+
+void RocksDbStore::ReaderLoop() {
+  while (true) {
+    LoadRequest request;
+    {
+      std::unique_lock lock(read_mu_);
+      read_cv_.wait(lock, [this] { return reads_closing_ || !reads_.empty(); });
+      if (reads_.empty()) return;
+      request = std::move(reads_.front());
+      reads_.pop_front();
+    }
+    auto result = DoLoad(request);
+    post_([done = std::move(request.done), result = std::move(result)]() mutable {
+      done(std::move(result));
+    });
+  }
+}
+
+Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& request) {
+  std::string lower = EntryKey(request.queue_id, request.from_seq);
+  std::string upper = EntryKey(request.queue_id, request.to_seq);
+  rocksdb::Slice lower_slice(lower), upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_lower_bound = &lower_slice;
+  read.iterate_upper_bound = &upper_slice;
+  std::vector<LoadedMessage> out;
+  std::vector<std::string> keys;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
+  for (it->Seek(lower); it->Valid() && out.size() < request.limit; it->Next()) {
+    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+    if (!parts || !entry) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry");
+    LoadedMessage loaded;
+    loaded.seq = parts->seq;
+    loaded.receive_count = entry->receive_count;
+    loaded.flags = entry->flags;
+    out.push_back(std::move(loaded));
+    keys.push_back(MessageKey(entry->message_id));
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read a queue");
+  if (out.empty()) return out;
+  std::vector<rocksdb::Slice> key_slices(keys.begin(), keys.end());
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  db_->MultiGet(rocksdb::ReadOptions(), messages_, keys.size(), key_slices.data(), values.data(),
+                statuses.data());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!statuses[i].ok()) {
+      return FromRocksDb(statuses[i], "cannot read message " +
+                                          std::to_string(ReadBigEndian64(keys[i])) +
+                                          " of queue id " + std::to_string(request.queue_id));
+    }
+    pb::MessageRecord record;
+    if (!record.ParseFromArray(values[i].data(), static_cast<int>(values[i].size()))) {
+      return Status(StatusCode::kStoreUnavailable, "corrupt message record");
+    }
+    WHARF_ASSIGN_OR_RETURN(auto envelope, FromRecord(std::move(record)));
+    out[i].envelope = std::make_shared<const Envelope>(std::move(envelope));
+  }
+  return out;
+}
+
+}  // namespace wharf::store

@@ -1,0 +1,145 @@
+// store/rocksdb_store.h
+//
+// RocksDbStore is the MessageStore on RocksDB (layout: store/keys.h; design: docs/storage.md).
+//
+// Two threads of its own:
+//   writer - takes every Commit queued since its last write, applies them all to one
+//            rocksdb::WriteBatch and writes it with one WAL sync if any of them asked for
+//            durability (group commit). While it writes, the next group forms. It is the only
+//            thread that writes, so it also owns the reference counts of shared bodies.
+//   reader - serves Load: an iterator over one queue's entry range (bounded on both sides, so
+//            it never walks the tombstones of acked entries) and a MultiGet of their bodies.
+// A Load is queued behind the writes committed before it and handed to the reader only once
+// they are written, so it sees them.
+//
+// Durability failures are sticky (as leveldb's background error): after a failed write every
+// Commit fails with that error until RocksDB resumes, which the writer retries each second.
+//
+// Thread safety: Commit, Load and Close from one thread at a time; Recover before the first
+// Commit. Callbacks run through the PostFn.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+
+#include "store/message_store.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace wharf::store {
+
+struct StoreOptions {
+  std::string path;  // the RocksDB directory (created if missing)
+  // Memory RocksDB may use, whatever the backlog: memtables of all column families together,
+  // and the block cache (index and filter blocks are charged to it).
+  uint64_t memtable_bytes = 64u << 20;
+  uint64_t block_cache_bytes = 32u << 20;
+  // Bodies at least this large go to blob files, so compaction does not rewrite them.
+  uint64_t min_blob_bytes = 4u << 10;
+};
+
+// Figures for benchmarks and metrics. Monotonic counters, read from any thread.
+struct StoreCounters {
+  uint64_t writes = 0;         // RocksDB writes (groups)
+  uint64_t syncs = 0;          // of which synced
+  uint64_t commits = 0;        // Commit() calls written
+  uint64_t bytes_written = 0;  // WriteBatch bytes
+};
+
+class RocksDbStore final : public MessageStore {
+ public:
+  static Result<std::unique_ptr<RocksDbStore>> Open(const StoreOptions& options, PostFn post);
+  ~RocksDbStore() override;
+
+  RocksDbStore(const RocksDbStore&) = delete;
+  RocksDbStore& operator=(const RocksDbStore&) = delete;
+
+  Result<RecoveredState> Recover() override;
+  void Commit(StoreBatch batch, bool sync, CommitCallback done) override;
+  void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
+            LoadCallback done) override;
+  void Close() override;
+
+  StoreCounters counters() const;
+
+ private:
+  struct CommitRequest {
+    StoreBatch batch;
+    bool sync = false;
+    CommitCallback done;
+  };
+  struct LoadRequest {
+    uint64_t queue_id = 0;
+    uint64_t from_seq = 0;
+    uint64_t to_seq = 0;
+    uint32_t limit = 0;
+    LoadCallback done;
+  };
+  using Request = std::variant<CommitRequest, LoadRequest>;
+
+  RocksDbStore(const StoreOptions& options, PostFn post);
+  Status OpenDb();
+  void WriterLoop();
+  void ReaderLoop();
+
+  // --- writer thread ---
+  // Adds `batch` to `wb`. Ops that must read what is already written (range removals) first
+  // write `wb` as it stands.
+  Status Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb);
+  Status Write(rocksdb::WriteBatch* wb, bool sync);
+  Status Release(uint64_t message_id, bool shared, rocksdb::WriteBatch* wb);
+  // Deletes entries [from_seq, to_seq) of a queue and releases their bodies, in bounded chunks.
+  Status RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
+                       rocksdb::WriteBatch* wb);
+  // Deletes the binding records that `doomed` selects.
+  template <typename Pred>
+  Status RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb);
+  void TryResume();
+
+  // --- reader thread ---
+  Result<std::vector<LoadedMessage>> DoLoad(const LoadRequest& request);
+
+  const StoreOptions options_;
+  const PostFn post_;
+
+  std::unique_ptr<rocksdb::DB> db_;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // "default"
+  rocksdb::ColumnFamilyHandle* messages_ = nullptr;
+  rocksdb::ColumnFamilyHandle* entries_ = nullptr;
+
+  // Guarded by mu_: the writer's queue.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> requests_;
+  bool closing_ = false;
+  StoreCounters counters_;  // written by the writer under mu_
+
+  // Guarded by read_mu_: the reader's queue.
+  std::mutex read_mu_;
+  std::condition_variable read_cv_;
+  std::deque<LoadRequest> reads_;
+  bool reads_closing_ = false;
+
+  // Writer thread only.
+  std::unordered_map<uint64_t, uint32_t> references_;  // cache of "r" records
+  Status error_;                                       // sticky write error
+  std::chrono::steady_clock::time_point last_resume_;
+
+  std::thread writer_;
+  std::thread reader_;
+  bool closed_ = false;  // Close() ran (caller's thread)
+};
+
+}  // namespace wharf::store

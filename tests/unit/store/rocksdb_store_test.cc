@@ -1,0 +1,374 @@
+// Tests for store/rocksdb_store.h against real RocksDB in a temporary directory.
+#include "store/rocksdb_store.h"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <atomic>
+#include <vector>
+
+#include "store/keys.h"
+#include "store/records.h"
+#include "unit/store/store_test_util.h"
+
+namespace wharf::store {
+namespace {
+
+using testing::Mailbox;
+using testing::OpenStore;
+using testing::TempDir;
+
+EnvelopePtr MakeEnvelope(uint64_t id, const std::string& body, bool persistent = true) {
+  Envelope e;
+  e.message.id = id;
+  e.message.body = body;
+  e.message.persistent = persistent;
+  e.message.published_at_ms = 1'700'000'000'000;
+  e.message.headers["n"] = int64_t{42};
+  e.message.headers["s"] = std::string("text");
+  e.message.headers["b"] = Bytes{std::string("\0\1", 2)};
+  e.message.headers["d"] = 1.5;
+  e.message.headers["t"] = true;
+  e.message.properties.content_type = "text/plain";
+  e.message.properties.correlation_id = "c-1";
+  e.message.properties.expiration_ms = 60'000;
+  e.exchange = "ex";
+  e.routing_key = "key";
+  return std::make_shared<const Envelope>(std::move(e));
+}
+
+class RocksDbStoreTest : public ::testing::Test {
+ protected:
+  void Open() {
+    store_ = OpenStore(dir_.path(), &mailbox_);
+    ASSERT_NE(store_, nullptr);
+    auto state = store_->Recover();
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    state_ = std::move(state).value();
+  }
+  void Reopen() {
+    store_.reset();
+    Open();
+  }
+  Status CommitSync(StoreBatch batch, bool sync = true) {
+    bool done = false;
+    Status result;
+    store_->Commit(std::move(batch), sync, [&](Status s) {
+      result = s;
+      done = true;
+    });
+    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+    return result;
+  }
+  std::vector<LoadedMessage> LoadAll(uint64_t queue_id, uint64_t from = 0, uint64_t to = UINT64_MAX,
+                                     uint32_t limit = 1000) {
+    bool done = false;
+    std::vector<LoadedMessage> out;
+    store_->Load(queue_id, from, to, limit, [&](Result<std::vector<LoadedMessage>> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) out = std::move(r).value();
+      done = true;
+    });
+    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+    return out;
+  }
+  const StoredQueue* FindQueue(const std::string& name) const {
+    for (const auto& q : state_.queues) {
+      if (q.spec.name == name) return &q;
+    }
+    return nullptr;
+  }
+
+  TempDir dir_;
+  Mailbox mailbox_;
+  std::unique_ptr<RocksDbStore> store_;
+  RecoveredState state_;
+};
+
+QueueSpec Queue(const std::string& name) {
+  QueueSpec spec;
+  spec.name = name;
+  return spec;
+}
+
+TEST_F(RocksDbStoreTest, EmptyDirectoryRecoversNothing) {
+  Open();
+  EXPECT_TRUE(state_.exchanges.empty());
+  EXPECT_TRUE(state_.queues.empty());
+  EXPECT_TRUE(state_.bindings.empty());
+  EXPECT_EQ(state_.next_queue_id, 1u);
+  EXPECT_EQ(state_.max_message_id, 0u);
+}
+
+TEST_F(RocksDbStoreTest, TopologySurvivesReopen) {
+  Open();
+  StoreBatch batch;
+  ExchangeSpec ex;
+  ex.name = "events";
+  ex.type = ExchangeType::kTopic;
+  ex.alternate_exchange = "lost";
+  batch.Add(StoreBatch::PutExchange{ex});
+  QueueSpec q = Queue("orders");
+  q.auto_delete = true;
+  batch.Add(StoreBatch::PutQueue{q, 7});
+  BindingSpec b;
+  b.queue = "orders";
+  b.exchange = "events";
+  b.routing_key = "order.#";
+  batch.Add(StoreBatch::PutBinding{b});
+  BindingSpec h;
+  h.queue = "orders";
+  h.exchange = "events";
+  h.arguments["x-match"] = std::string("any");
+  h.arguments["k"] = int64_t{1};
+  batch.Add(StoreBatch::PutBinding{h});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  ASSERT_EQ(state_.exchanges.size(), 1u);
+  EXPECT_EQ(state_.exchanges[0].name, "events");
+  EXPECT_EQ(state_.exchanges[0].type, ExchangeType::kTopic);
+  EXPECT_EQ(state_.exchanges[0].alternate_exchange, "lost");
+  ASSERT_EQ(state_.queues.size(), 1u);
+  EXPECT_EQ(state_.queues[0].spec.name, "orders");
+  EXPECT_TRUE(state_.queues[0].spec.auto_delete);
+  EXPECT_EQ(state_.queues[0].queue_id, 7u);
+  EXPECT_EQ(state_.next_queue_id, 8u);
+  ASSERT_EQ(state_.bindings.size(), 2u);
+  int with_args = 0;
+  for (const auto& binding : state_.bindings) {
+    EXPECT_EQ(binding.queue, "orders");
+    with_args += binding.arguments.empty() ? 0 : 1;
+  }
+  EXPECT_EQ(with_args, 1);
+
+  // Removing the queue removes its bindings; removing the exchange removes it.
+  StoreBatch removal;
+  removal.Add(StoreBatch::RemoveQueue{"orders", 7});
+  removal.Add(StoreBatch::RemoveExchange{"events"});
+  ASSERT_TRUE(CommitSync(std::move(removal)).ok());
+  Reopen();
+  EXPECT_TRUE(state_.exchanges.empty());
+  EXPECT_TRUE(state_.queues.empty());
+  EXPECT_TRUE(state_.bindings.empty());
+  EXPECT_EQ(state_.next_queue_id, 8u) << "queue ids are never reused";
+}
+
+TEST_F(RocksDbStoreTest, MessagesRoundTripWithEveryField) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  auto envelope = MakeEnvelope(100, std::string("body\0with nul", 13));
+  batch.Add(StoreBatch::PutMessage{envelope, 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 5, 100, 0, 0}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  const StoredQueue* q = FindQueue("q");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->messages, 1u);
+  EXPECT_EQ(q->first_seq, 5u);
+  EXPECT_EQ(q->next_seq, 6u);
+  EXPECT_EQ(state_.max_message_id, 100u);
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].seq, 5u);
+  const Envelope& got = *loaded[0].envelope;
+  EXPECT_EQ(got.message.id, 100u);
+  EXPECT_EQ(got.message.body, envelope->message.body);
+  EXPECT_EQ(got.message.headers, envelope->message.headers);
+  EXPECT_EQ(got.message.properties, envelope->message.properties);
+  EXPECT_TRUE(got.message.persistent);
+  EXPECT_EQ(got.message.published_at_ms, envelope->message.published_at_ms);
+  EXPECT_EQ(got.exchange, "ex");
+  EXPECT_EQ(got.routing_key, "key");
+}
+
+TEST_F(RocksDbStoreTest, ReceiveCountRewriteSurvives) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(1, "a"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 0, 0}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 3, 0}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].receive_count, 3u);
+}
+
+TEST_F(RocksDbStoreTest, LoadIsBoundedAndOrdered) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  for (uint64_t i = 1; i <= 50; ++i) {
+    batch.Add(StoreBatch::PutMessage{MakeEnvelope(i, "m" + std::to_string(i)), 1});
+    batch.Add(StoreBatch::PutEntry{EntryRef{i % 2 ? 1u : 2u, i, i, 0, 0}});
+  }
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  auto a = LoadAll(1, 10, 30, 5);
+  ASSERT_EQ(a.size(), 5u);
+  std::vector<uint64_t> seqs;
+  for (const auto& m : a) seqs.push_back(m.seq);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{11, 13, 15, 17, 19}));
+  EXPECT_EQ(LoadAll(2, 40, 45).size(), 3u);  // 40, 42, 44
+  EXPECT_TRUE(LoadAll(1, 60).empty());
+}
+
+TEST_F(RocksDbStoreTest, SharedBodyIsKeptUntilItsLastEntryGoes) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(9, "shared"), 2});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 9, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 9, 0, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  StoreBatch ack_a;
+  ack_a.Add(StoreBatch::RemoveEntry{EntryRef{1, 1, 9, 1, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(ack_a)).ok());
+  // The reference count is read back from disk after a restart.
+  Reopen();
+  EXPECT_EQ(FindQueue("a")->messages, 0u);
+  auto b = LoadAll(2);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].envelope->message.body, "shared");
+  StoreBatch ack_b;
+  ack_b.Add(StoreBatch::RemoveEntry{EntryRef{2, 1, 9, 1, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(ack_b)).ok());
+  Reopen();
+  EXPECT_EQ(state_.max_message_id, 0u) << "the body is gone with its last entry";
+}
+
+TEST_F(RocksDbStoreTest, RemoveRangeAndRemoveQueueReleaseBodies) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  for (uint64_t i = 1; i <= 100; ++i) {
+    batch.Add(StoreBatch::PutMessage{MakeEnvelope(i, "x"), 2});
+    batch.Add(StoreBatch::PutEntry{EntryRef{1, i, i, 0, kEntryShared}});
+    batch.Add(StoreBatch::PutEntry{EntryRef{2, i, i, 0, kEntryShared}});
+  }
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  StoreBatch purge;
+  purge.Add(StoreBatch::RemoveRange{1, 51, 101});
+  ASSERT_TRUE(CommitSync(std::move(purge)).ok());
+  EXPECT_EQ(LoadAll(1).size(), 50u);
+  EXPECT_EQ(LoadAll(2).size(), 100u) << "b still holds every body";
+  StoreBatch drop;
+  drop.Add(StoreBatch::RemoveQueue{"b", 2});
+  drop.Add(StoreBatch::RemoveQueue{"a", 1});
+  ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  Reopen();
+  EXPECT_TRUE(state_.queues.empty());
+  EXPECT_EQ(state_.max_message_id, 0u) << "no body outlives the queues";
+}
+
+TEST_F(RocksDbStoreTest, RecoveryDropsTransientAndOrphanedEntries) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(1, "keep"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 0, 0}});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(2, "paged transient", false), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 2, 2, 0, kEntryTransient}});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(3, "of a queue that is gone"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{99, 1, 3, 0, 0}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  EXPECT_EQ(state_.transient_dropped, 1u);
+  ASSERT_NE(FindQueue("q"), nullptr);
+  EXPECT_EQ(FindQueue("q")->messages, 1u);
+  EXPECT_EQ(state_.max_message_id, 1u) << "bodies 2 and 3 were released";
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].envelope->message.body, "keep");
+}
+
+TEST_F(RocksDbStoreTest, ManyCommitsShareSyncs) {
+  Open();
+  constexpr int kCommits = 2000;
+  std::atomic<int> done{0};
+  int failed = 0;
+  for (int i = 1; i <= kCommits; ++i) {
+    StoreBatch batch;
+    batch.Add(StoreBatch::PutMessage{MakeEnvelope(static_cast<uint64_t>(i), "m"), 1});
+    store_->Commit(std::move(batch), true, [&](Status s) {
+      failed += s.ok() ? 0 : 1;
+      ++done;
+    });
+  }
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return done == kCommits; }));
+  EXPECT_EQ(failed, 0);
+  StoreCounters counters = store_->counters();
+  EXPECT_EQ(counters.commits, static_cast<uint64_t>(kCommits));
+  EXPECT_GE(counters.syncs, 1u);
+  // Group commit: while one sync runs the next group forms, so far fewer syncs than commits.
+  EXPECT_LT(counters.syncs, static_cast<uint64_t>(kCommits) / 2) << counters.syncs;
+}
+
+TEST_F(RocksDbStoreTest, CloseWritesEverythingQueued) {
+  Open();
+  int done = 0;
+  for (uint64_t i = 1; i <= 100; ++i) {
+    StoreBatch batch;
+    if (i == 1) batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+    batch.Add(StoreBatch::PutMessage{MakeEnvelope(i, "m"), 1});
+    batch.Add(StoreBatch::PutEntry{EntryRef{1, i, i, 0, 0}});
+    store_->Commit(std::move(batch), false, [&](Status s) {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      ++done;
+    });
+  }
+  store_->Close();
+  EXPECT_TRUE(mailbox_.RunUntil([&] { return done == 100; }));
+  bool refused = false;
+  store_->Commit(StoreBatch(), true, [&](Status s) {
+    EXPECT_EQ(s.code(), StatusCode::kShuttingDown);
+    refused = true;
+  });
+  EXPECT_TRUE(mailbox_.RunUntil([&] { return refused; }));
+  Reopen();
+  EXPECT_EQ(FindQueue("q")->messages, 100u);
+}
+
+TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
+  Open();
+  store_.reset();
+  {
+    rocksdb::Options options;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "2").ok());
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  store_ = OpenStore(dir_.path(), &mailbox_);
+  ASSERT_NE(store_, nullptr);
+  auto state = store_->Recover();
+  ASSERT_FALSE(state.ok());
+  EXPECT_NE(state.status().message().find("newer wharfd"), std::string::npos)
+      << state.status().ToString();
+}
+
+TEST(StoreKeysTest, EntryKeysSortBySequence) {
+  EXPECT_LT(EntryKey(1, 255), EntryKey(1, 256));
+  EXPECT_LT(EntryKey(1, UINT64_MAX), EntryKey(2, 0));
+  auto parts = ParseEntryKey(EntryKey(7, 1ull << 40));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->queue_id, 7u);
+  EXPECT_EQ(parts->seq, 1ull << 40);
+  auto value = DecodeEntryValue(EncodeEntryValue({123, 4, kEntryShared}));
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ(value->message_id, 123u);
+  EXPECT_EQ(value->receive_count, 4u);
+  EXPECT_EQ(value->flags, kEntryShared);
+  EXPECT_FALSE(DecodeEntryValue("short").has_value());
+}
+
+}  // namespace
+}  // namespace wharf::store

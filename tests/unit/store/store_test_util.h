@@ -1,0 +1,82 @@
+// Helpers for tests of the message store: a real RocksDbStore in a temporary directory, and an
+// "owner thread" that is the test thread itself: completions queue up in a Mailbox and run when
+// the test pumps it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "store/rocksdb_store.h"
+
+namespace wharf::store::testing {
+
+class Mailbox {
+ public:
+  PostFn Poster() {
+    return [this](std::function<void()> fn) {
+      std::lock_guard lock(mu_);
+      items_.push_back(std::move(fn));
+      cv_.notify_all();
+    };
+  }
+  // Drops every queued completion unrun (their owner is gone).
+  void Clear() {
+    std::lock_guard lock(mu_);
+    items_.clear();
+  }
+  // Runs posted completions on this thread until `done()` holds or 10 s pass.
+  bool RunUntil(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mu_);
+        if (!cv_.wait_until(lock, deadline, [this] { return !items_.empty(); })) return false;
+        fn = std::move(items_.front());
+        items_.pop_front();
+      }
+      fn();
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> items_;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = std::filesystem::temp_directory_path().string() + "/wharf-store-XXXXXX";
+    path_ = mkdtemp(templ.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::unique_ptr<RocksDbStore> OpenStore(const std::string& path, Mailbox* mailbox,
+                                               StoreOptions options = {}) {
+  options.path = path;
+  auto store = RocksDbStore::Open(options, mailbox->Poster());
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+}  // namespace wharf::store::testing
