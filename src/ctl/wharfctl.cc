@@ -301,6 +301,7 @@ int Consume(wharf::Client& client, const Args& args) {
           headers += (headers.size() > 1 ? "," : "") + JsonString(k) + ":" +
                      JsonString(wharf::HeaderValueToString(v));
         }
+        headers += "}";
         std::printf(
             "{\"message_id\":\"%016llx\",\"queue\":%s,\"exchange\":%s,\"routing_key\":%s,"
             "\"receive_count\":%u,\"redelivered\":%s,\"headers\":%s,\"body\":%s}\n",
