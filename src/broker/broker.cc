@@ -1,5 +1,7 @@
 #include "broker/broker.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -61,11 +63,13 @@ Status ValidateName(std::string_view kind, std::string_view name) {
   return Status::Ok();
 }
 
-Broker::Broker(BrokerOptions options, const Clock* clock)
+Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* store)
     : options_(options),
       clock_(clock),
-      // Unique across restarts while the average rate stays under 65,536 ids per millisecond.
-      next_message_id_(static_cast<uint64_t>(clock->WallMillis()) << 16) {
+      // Unique across restarts while the average rate stays under 65,536 ids per millisecond
+      // (and Recover() moves past every id on disk, whatever the clock did).
+      next_message_id_(static_cast<uint64_t>(clock->WallMillis()) << 16),
+      store_(store) {
   for (auto [name, type] : {std::pair{"amq.direct", ExchangeType::kDirect},
                             {"amq.fanout", ExchangeType::kFanout},
                             {"amq.topic", ExchangeType::kTopic},
@@ -181,6 +185,7 @@ Status Broker::DeclareExchange(const ExchangeSpec& spec) {
     return Status::Ok();
   }
   exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  if (spec.durable) Persist(store::StoreBatch::PutExchange{spec});
   return Status::Ok();
 }
 
@@ -212,6 +217,8 @@ void Broker::RemoveExchange(const std::string& name) {
   }
   // Exchanges bound to this one lose those bindings (and may auto-delete in turn).
   Exchange* doomed = it->second.get();
+  // The store drops the exchange's bindings with it, in both directions.
+  if (doomed->spec().durable) Persist(store::StoreBatch::RemoveExchange{name});
   std::vector<std::string> sources;
   for (auto& [other_name, other] : exchanges_) {
     if (other.get() == doomed) continue;
@@ -270,8 +277,11 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   if (spec.exclusive && session == nullptr) {
     return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
   }
-  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0);
+  // Exclusive queues end with their connection, so they are never stored (as in RabbitMQ).
+  uint64_t store_id = store_ && spec.durable && !spec.exclusive ? next_queue_id_++ : 0;
+  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id);
   queues_.emplace(spec.name, queue);
+  if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
   if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
   return queue->Info();
 }
@@ -324,13 +334,23 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   }
   queue->Purge();
   queue->deleted = true;
+  // One op removes the queue, its bindings, its entries and the bodies only it held.
+  if (queue->store_id() != 0) {
+    Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
+  }
   queues_.erase(name);
 }
 
 Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
-  return queue->Purge();
+  PurgeResult purged = queue->Purge();
+  for (const QueuedMessage& m : purged.stored) Unstore(*queue, m);
+  if (purged.paged_to_seq > purged.paged_from_seq) {
+    Persist(store::StoreBatch::RemoveRange{queue->store_id(), purged.paged_from_seq,
+                                           purged.paged_to_seq});
+  }
+  return purged.count;
 }
 
 Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
@@ -359,7 +379,12 @@ Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
   bool added = false;
   WHARF_RETURN_IF_ERROR(
       exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added));
-  if (added) queue->bindings().push_back(binding);
+  if (added) {
+    queue->bindings().push_back(binding);
+    if (exchange->spec().durable && queue->store_id() != 0) {
+      Persist(store::StoreBatch::PutBinding{binding});
+    }
+  }
   return Status::Ok();
 }
 
@@ -390,6 +415,9 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
              Exchange::Canonical(b.arguments) == Exchange::Canonical(binding.arguments);
     });
     if (it != list.end()) list.erase(it);
+    if (exchange->spec().durable && queue->store_id() != 0) {
+      Persist(store::StoreBatch::RemoveBinding{binding});
+    }
     MaybeAutoDeleteExchange(binding.exchange);
   }
   return Status::Ok();
@@ -406,11 +434,15 @@ Status Broker::BindExchanges(const BindingSpec& binding, Exchange* source, bool 
                   "exchange " + Quote(binding.destination_exchange) + " not found");
   }
   Destination to{nullptr, destination};
+  bool durable = source->spec().durable && destination->spec().durable;
   if (bind) {
     bool added = false;
-    return source->Bind(to, binding.routing_key, binding.arguments, &added);
+    WHARF_RETURN_IF_ERROR(source->Bind(to, binding.routing_key, binding.arguments, &added));
+    if (added && durable) Persist(store::StoreBatch::PutBinding{binding});
+    return Status::Ok();
   }
   if (source->Unbind(to, binding.routing_key, binding.arguments)) {
+    if (durable) Persist(store::StoreBatch::RemoveBinding{binding});
     MaybeAutoDeleteExchange(binding.exchange);
   }
   return Status::Ok();
@@ -469,8 +501,9 @@ std::vector<ExchangeInfo> Broker::ListExchanges() const {
 
 // --- Messaging ----------------------------------------------------------------------------------
 
-Result<PublishOutcome> Broker::Publish(uint64_t /*session_id*/, const std::string& exchange_name,
-                                       const std::string& routing_key, Message message) {
+Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,
+                                       const std::string& routing_key, Message message,
+                                       uint64_t request_id) {
   thread_checker_.Check();
   if (message.body.size() > options_.max_message_bytes) {
     return Status(StatusCode::kMessageTooLarge, "message body of " +
@@ -498,12 +531,36 @@ Result<PublishOutcome> Broker::Publish(uint64_t /*session_id*/, const std::strin
     std::sort(targets.begin(), targets.end());
     targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
   }
+  // Which targets store it: durable queues take persistent messages, and a queue that pages
+  // to disk takes every message there.
+  const bool persistent = message.persistent;
+  enum : uint8_t { kRam, kStore, kPage };
+  std::vector<uint8_t> modes(targets.size(), kRam);
+  uint32_t references = 0;
+  if (store_) {
+    WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent));
+    for (size_t i = 0; i < targets.size(); ++i) {
+      bool page = targets[i]->ShouldPage(options_.page_limits);
+      if (targets[i]->store_id() != 0 && (persistent || page)) {
+        modes[i] = page ? kPage : kStore;
+        ++references;
+      }
+    }
+  }
   message.id = NextMessageId();
   message.published_at_ms = clock_->WallMillis();
   auto envelope =
       std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
-  for (Queue* queue : targets) {
-    queue->Enqueue(envelope);
+  const uint8_t flags = static_cast<uint8_t>((references > 1 ? store::kEntryShared : 0) |
+                                             (persistent ? 0 : store::kEntryTransient));
+  if (references > 0) Persist(store::StoreBatch::PutMessage{envelope, references});
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Queue* queue = targets[i];
+    uint64_t seq = queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
+    if (modes[i] != kRam) {
+      Persist(store::StoreBatch::PutEntry{
+          store::EntryRef{queue->store_id(), seq, envelope->message.id, 0, flags}});
+    }
     auto it = queues_.find(queue->name());
     if (it != queues_.end()) ScheduleDispatch(it->second);
   }
@@ -511,6 +568,14 @@ Result<PublishOutcome> Broker::Publish(uint64_t /*session_id*/, const std::strin
   outcome.result.message_id = envelope->message.id;
   outcome.result.routed_queues = static_cast<uint32_t>(targets.size());
   outcome.envelope = std::move(envelope);
+  if (persistent && references > 0) {
+    // Confirmed when the batch holding it is synced; one sync serves every publish in it.
+    if (request_id != 0) {
+      pending_confirms_.push_back(PendingConfirm{session_id, request_id, outcome.result});
+      batch_sync_ = true;
+      outcome.deferred = true;
+    }
+  }
   return outcome;
 }
 
@@ -667,12 +732,15 @@ void Broker::SettleOne(InFlight in_flight, Settle action) {
   switch (action) {
     case Settle::kAck:
       ++queue.acked_total;
+      if (!queue.deleted) Unstore(queue, in_flight.message);
       break;
     case Settle::kRequeue:
       if (!queue.deleted) queue.Requeue(std::move(in_flight.message));
       break;
     case Settle::kDrop:
-      break;  // dead-lettering arrives with the delivery lifecycle
+      // Dead-lettering arrives with the delivery lifecycle.
+      if (!queue.deleted) Unstore(queue, in_flight.message);
+      break;
   }
   if (!queue.deleted) ScheduleDispatch(in_flight.queue);
 }
@@ -697,6 +765,13 @@ void Broker::CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deli
 Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queue,
                        QueuedMessage message, const std::shared_ptr<Consumer>& consumer) {
   ++message.receive_count;
+  if (message.stored) {
+    // The receive count survives a crash: after a restart this message is redelivered with
+    // its count (not synced: a crash may lose the last few increments, never a message).
+    Persist(store::StoreBatch::PutEntry{
+        store::EntryRef{queue->store_id(), message.seq, message.envelope->message.id,
+                        message.receive_count, message.store_flags}});
+  }
   Delivery delivery;
   delivery.consumer_tag = consumer ? consumer->tag : std::string();
   delivery.delivery_tag = session.next_delivery_tag++;
@@ -715,6 +790,7 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
 void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
   if (queue->deleted) return;
   int64_t now_ms = clock_->WallMillis();
+  std::vector<QueuedMessage> expired;
   auto& waiters = queue->waiters();
   // Long polls first: they are waiting for exactly this. A connection that is behind on
   // writing keeps its place in line; ResumeSession brings it back.
@@ -734,7 +810,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     std::vector<Delivery> deliveries;
     uint64_t bytes = 0;
     while (deliveries.size() < waiter.max_messages) {
-      auto message = queue->Pop(now_ms);
+      auto message = queue->Pop(now_ms, &expired);
       if (!message) break;
       // Keep one ReceiveOk within a frame: stop before the batch outgrows the body limit.
       uint64_t size = ApproximateWireSize(message->envelope->message);
@@ -766,12 +842,149 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
       }
     }
     if (!chosen) break;
-    auto message = queue->Pop(now_ms);
+    auto message = queue->Pop(now_ms, &expired);
     if (!message) break;
     SessionState& session = *chosen->session;
     session.peer().Deliver(Track(session, queue, std::move(*message), chosen));
     MarkDirty(session);
   }
+  for (const QueuedMessage& m : expired) Unstore(*queue, m);
+  if (store_ && queue->NeedsLoad(options_.load_batch)) RequestLoad(queue);
+}
+
+// --- Store --------------------------------------------------------------------------------------
+
+Status Broker::Recover(const store::RecoveredState& state) {
+  thread_checker_.Check();
+  replaying_ = true;
+  next_queue_id_ = std::max(next_queue_id_, state.next_queue_id);
+  next_message_id_ = std::max(next_message_id_, state.max_message_id + 1);
+  for (const ExchangeSpec& spec : state.exchanges) {
+    if (!FindExchange(spec.name)) exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  }
+  uint64_t messages = 0;
+  for (const store::StoredQueue& stored : state.queues) {
+    auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
+    queue->Restore(stored.messages, stored.first_seq, stored.next_seq);
+    messages += stored.messages;
+    queues_.emplace(stored.spec.name, queue);
+    if (stored.messages > 0) ScheduleDispatch(queue);  // loads the head
+  }
+  uint64_t skipped = 0;
+  for (const BindingSpec& binding : state.bindings) {
+    Status s = Bind(0, binding);
+    if (!s.ok()) {
+      ++skipped;
+      spdlog::warn("recovery: skipped binding {} -> {}{} ('{}'): {}", binding.exchange,
+                   binding.queue, binding.destination_exchange, binding.routing_key, s.ToString());
+    }
+  }
+  replaying_ = false;
+  spdlog::info("recovered {} exchanges, {} queues holding {} messages, {} bindings",
+               state.exchanges.size(), state.queues.size(), messages,
+               state.bindings.size() - skipped);
+  if (state.transient_dropped > 0) {
+    spdlog::info("recovery: dropped {} non-persistent messages that had been paged to disk",
+                 state.transient_dropped);
+  }
+  // From here on the broker belongs to the thread that serves.
+  thread_checker_.Detach();
+  return Status::Ok();
+}
+
+Status Broker::CheckStore(const std::vector<Queue*>& targets, bool persistent) const {
+  if (store_error_.ok()) return Status::Ok();
+  for (const Queue* queue : targets) {
+    if (queue->store_id() != 0 && (persistent || queue->ShouldPage(options_.page_limits))) {
+      return Status(store_error_.code(),
+                    "the message store cannot write, so messages for durable queue " +
+                        Quote(queue->name()) +
+                        " are refused until it recovers: " + std::string(store_error_.message()));
+    }
+  }
+  return Status::Ok();
+}
+
+void Broker::Unstore(const Queue& queue, const QueuedMessage& message) {
+  if (!message.stored) return;
+  Persist(store::StoreBatch::RemoveEntry{
+      store::EntryRef{queue.store_id(), message.seq, message.envelope->message.id,
+                      message.receive_count, message.store_flags}});
+}
+
+void Broker::CommitPending(bool probe) {
+  if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty())) return;
+  ++commits_in_flight_;
+  store_->Commit(std::move(batch_), batch_sync_ || probe,
+                 [this, confirms = std::move(pending_confirms_)](Status status) mutable {
+                   OnCommitted(std::move(confirms), status);
+                 });
+  batch_ = store::StoreBatch();
+  batch_sync_ = false;
+  pending_confirms_.clear();
+}
+
+void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& status) {
+  thread_checker_.Check();
+  --commits_in_flight_;
+  if (status.ok()) {
+    if (!store_error_.ok()) spdlog::warn("store: writing again; publishing resumes");
+    store_error_ = Status::Ok();
+    store_probe_at_.reset();
+  } else if (status.code() != StatusCode::kShuttingDown) {
+    if (store_error_.ok()) {
+      spdlog::error("store: commit failed, {} publishes not confirmed: {}", confirms.size(),
+                    status.ToString());
+    }
+    store_error_ = status;
+    store_probe_at_ = clock_->Now() + options_.store_probe_interval;
+  }
+  for (const PendingConfirm& confirm : confirms) {
+    SessionState* session = FindSession(confirm.session_id);
+    if (!session) continue;  // the publisher left; it never saw a confirm, so it may resend
+    session->peer().PublishDone(confirm.request_id, confirm.result, status);
+    MarkDirty(*session);
+  }
+}
+
+void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
+  queue->loading = true;
+  ++loads_in_flight_;
+  std::weak_ptr<Queue> weak = queue;
+  uint64_t generation = queue->load_generation;
+  store_->Load(queue->store_id(), queue->load_from_seq(), queue->next_seq(), options_.load_batch,
+               [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {
+                 OnLoaded(weak, generation, std::move(loaded));
+               });
+}
+
+void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
+                      Result<std::vector<store::LoadedMessage>> loaded) {
+  thread_checker_.Check();
+  --loads_in_flight_;
+  std::shared_ptr<Queue> queue = weak.lock();
+  if (!queue || queue->deleted || queue->load_generation != generation) return;
+  queue->loading = false;
+  if (!loaded.ok()) {
+    // Retried at the next dispatch of this queue (a publish, an ack, a new consumer).
+    spdlog::error("queue={} cannot load paged messages: {}", queue->name(),
+                  loaded.status().ToString());
+    return;
+  }
+  std::vector<QueuedMessage> messages;
+  messages.reserve(loaded->size());
+  for (store::LoadedMessage& m : *loaded) {
+    messages.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags});
+  }
+  size_t count = messages.size();
+  uint64_t expected = queue->paged();
+  if (!queue->AddLoaded(std::move(messages))) {
+    spdlog::error(
+        "queue={} store returned {} paged messages from seq {}, expected {}; the "
+        "queue's count is corrected",
+        queue->name(), count, queue->load_from_seq(), expected);
+  }
+  ScheduleDispatch(queue);
 }
 
 void Broker::Flush() {
@@ -785,6 +998,7 @@ void Broker::Flush() {
       Dispatch(queue);
     }
   }
+  CommitPending();
   auto dirty = std::move(dirty_);
   dirty_.clear();
   for (auto& [session_id, peer] : dirty) {
@@ -796,6 +1010,11 @@ void Broker::Flush() {
 void Broker::OnTimer() {
   thread_checker_.Check();
   SteadyTime now = clock_->Now();
+  if (store_probe_at_ && *store_probe_at_ <= now) {
+    // The store failed: a synced commit, empty if need be, tells whether it writes again.
+    store_probe_at_.reset();
+    CommitPending(/*probe=*/true);
+  }
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
     auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
     receive_deadlines_.erase(receive_deadlines_.begin());
@@ -816,8 +1035,11 @@ void Broker::OnTimer() {
 }
 
 std::optional<SteadyTime> Broker::NextDeadline() const {
-  if (receive_deadlines_.empty()) return std::nullopt;
-  return receive_deadlines_.begin()->first;
+  std::optional<SteadyTime> next = store_probe_at_;
+  if (!receive_deadlines_.empty() && (!next || receive_deadlines_.begin()->first < *next)) {
+    next = receive_deadlines_.begin()->first;
+  }
+  return next;
 }
 
 }  // namespace wharf::broker

@@ -16,7 +16,14 @@
 // outstanding on a connection that closed, goes back to its original position with its
 // receive count kept and `redelivered` set.
 //
-// Thread safety: confined to one thread, the broker thread (checked in debug builds).
+// Durability (docs/storage.md): with a MessageStore, every change to durable state is added to
+// one StoreBatch per Flush() and committed. A publish that wrote a persistent message is
+// answered through SessionPeer::PublishDone only when that commit is on disk; acks, deliveries
+// (receive counts) and topology changes ride along without waiting. Without a store (unit
+// tests) everything lives in RAM only.
+//
+// Thread safety: confined to one thread, the broker thread (checked in debug builds). Store
+// callbacks must be posted to it.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +41,7 @@
 #include "broker/session_state.h"
 #include "common/clock.h"
 #include "common/thread_checker.h"
+#include "store/message_store.h"
 #include "wharf/result.h"
 #include "wharf/types.h"
 
@@ -44,16 +52,27 @@ struct BrokerOptions {
   uint32_t max_receive_batch = 1000;       // cap on Receive.max_messages
   uint32_t max_receive_wait_ms = 60'000;   // cap on Receive.wait_ms
   uint32_t max_receives_per_session = 64;  // outstanding long polls per connection
+  PageLimits page_limits;                  // durable queues page to disk beyond these
+  uint32_t load_batch = 2'000;             // paged messages read back per store Load
+  // While the store is failing, how often an empty synced commit checks whether it recovered.
+  std::chrono::milliseconds store_probe_interval{1000};
 };
 
 struct PublishOutcome {
   PublishResult result;
   EnvelopePtr envelope;  // the accepted message, for a mandatory return
+  // The answer comes later, through SessionPeer::PublishDone, once the message is on disk.
+  bool deferred = false;
 };
 
 class Broker {
  public:
-  Broker(BrokerOptions options, const Clock* clock);
+  // `store` may be null (nothing survives a restart); otherwise it must outlive the broker.
+  Broker(BrokerOptions options, const Clock* clock, store::MessageStore* store = nullptr);
+
+  // Rebuilds exchanges, queues and bindings from what the store recovered. Call once, before
+  // serving; the thread that calls it need not be the broker thread.
+  Status Recover(const store::RecoveredState& state);
 
   // --- Sessions -------------------------------------------------------------------------------
   void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer);
@@ -77,8 +96,11 @@ class Broker {
   std::vector<ExchangeInfo> ListExchanges() const;
 
   // --- Messaging -----------------------------------------------------------------------------
+  // `request_id` is the publisher's, when it wants a confirm: a persistent message then gets
+  // its answer through PublishDone once durable (outcome.deferred); 0 = no confirm wanted.
   Result<PublishOutcome> Publish(uint64_t session_id, const std::string& exchange,
-                                 const std::string& routing_key, Message message);
+                                 const std::string& routing_key, Message message,
+                                 uint64_t request_id = 0);
   // Returns the consumer tag (generated when `consumer_tag` is empty).
   Result<std::string> Subscribe(uint64_t session_id, const std::string& queue,
                                 std::string consumer_tag, uint32_t prefetch, bool exclusive);
@@ -93,9 +115,12 @@ class Broker {
   // --- Driving -------------------------------------------------------------------------------
   // Dispatches every queue touched since the last Flush and flushes every peer with output.
   void Flush();
-  // Completes long polls whose wait has run out. Call at NextDeadline(), then Flush().
+  // Completes long polls whose wait has run out (and probes a failed store). Call at
+  // NextDeadline(), then Flush().
   void OnTimer();
   std::optional<SteadyTime> NextDeadline() const;
+  // Commits and loads handed to the store and not yet completed (tests, shutdown).
+  uint64_t store_requests_in_flight() const { return commits_in_flight_ + loads_in_flight_; }
 
  private:
   enum class Settle { kAck, kRequeue, kDrop };
@@ -126,6 +151,27 @@ class Broker {
   Status BindExchanges(const BindingSpec& binding, Exchange* source, bool bind);
   uint64_t NextMessageId() { return next_message_id_++; }
 
+  // --- Store ---
+  struct PendingConfirm {
+    uint64_t session_id;
+    uint64_t request_id;
+    PublishResult result;
+  };
+  template <typename Op>
+  void Persist(Op op) {
+    if (store_ && !replaying_) batch_.Add(std::move(op));
+  }
+  // Removes a settled or expired message's entry (and its share of the body) from the store.
+  void Unstore(const Queue& queue, const QueuedMessage& message);
+  // Hands the batch built since the last call to the store.
+  void CommitPending(bool probe = false);
+  // kStoreUnavailable/kStoreFull while the store is failing and the message would be stored.
+  Status CheckStore(const std::vector<Queue*>& targets, bool persistent) const;
+  void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
+  void RequestLoad(const std::shared_ptr<Queue>& queue);
+  void OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
+                Result<std::vector<store::LoadedMessage>> loaded);
+
   BrokerOptions options_;
   const Clock* clock_;
   ThreadChecker thread_checker_;
@@ -140,6 +186,17 @@ class Broker {
   uint64_t next_waiter_id_ = 1;
   uint64_t next_message_id_;
   uint64_t next_generated_name_ = 1;
+
+  store::MessageStore* store_;
+  store::StoreBatch batch_;  // changes since the last Flush
+  bool batch_sync_ = false;  // someone waits for batch_ to be durable
+  std::vector<PendingConfirm> pending_confirms_;
+  uint64_t next_queue_id_ = 1;
+  bool replaying_ = false;  // Recover() is rebuilding what the store already holds
+  uint64_t commits_in_flight_ = 0;
+  uint64_t loads_in_flight_ = 0;
+  Status store_error_;  // the last commit's failure; cleared by a commit that succeeds
+  std::optional<SteadyTime> store_probe_at_;
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

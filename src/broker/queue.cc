@@ -11,9 +11,17 @@ bool Expired(const QueuedMessage& m, int64_t now_wall_ms) {
 
 }  // namespace
 
-void Queue::Enqueue(EnvelopePtr envelope) {
-  ready_.push_back(QueuedMessage{std::move(envelope), next_seq_++, 0});
+uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page) {
+  uint64_t seq = next_seq_++;
   ++published_total;
+  if (page) {
+    if (paged_ == 0) load_from_seq_ = seq;
+    ++paged_;
+    return seq;
+  }
+  ram_bytes_ += envelope->message.body.size();
+  ready_.push_back(QueuedMessage{std::move(envelope), seq, 0, stored, store_flags});
+  return seq;
 }
 
 void Queue::Requeue(QueuedMessage message) {
@@ -21,7 +29,7 @@ void Queue::Requeue(QueuedMessage message) {
   returned_.emplace(seq, std::move(message));
 }
 
-std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms) {
+std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedMessage>* expired) {
   while (true) {
     QueuedMessage next;
     if (!returned_.empty()) {
@@ -31,19 +39,56 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms) {
     } else if (!ready_.empty()) {
       next = std::move(ready_.front());
       ready_.pop_front();
+      ram_bytes_ -= next.envelope->message.body.size();
     } else {
       return std::nullopt;
     }
     if (!Expired(next, now_wall_ms)) return next;
     ++expired_total;
+    if (expired) expired->push_back(std::move(next));
   }
 }
 
-uint64_t Queue::Purge() {
-  uint64_t n = ready();
+PurgeResult Queue::Purge() {
+  PurgeResult result;
+  result.count = ready();
+  for (auto& [seq, m] : returned_) {
+    if (m.stored) result.stored.push_back(std::move(m));
+  }
+  for (auto& m : ready_) {
+    if (m.stored) result.stored.push_back(std::move(m));
+  }
+  if (paged_ > 0) {
+    result.paged_from_seq = load_from_seq_;
+    result.paged_to_seq = next_seq_;
+  }
   ready_.clear();
   returned_.clear();
-  return n;
+  ram_bytes_ = 0;
+  paged_ = 0;
+  loading = false;
+  ++load_generation;
+  return result;
+}
+
+bool Queue::AddLoaded(std::vector<QueuedMessage> messages) {
+  if (messages.empty() || messages.size() > paged_ || messages.front().seq < load_from_seq_) {
+    paged_ = 0;
+    return false;
+  }
+  paged_ -= messages.size();
+  load_from_seq_ = messages.back().seq + 1;
+  for (auto& m : messages) {
+    ram_bytes_ += m.envelope->message.body.size();
+    ready_.push_back(std::move(m));
+  }
+  return true;
+}
+
+void Queue::Restore(uint64_t count, uint64_t first_seq, uint64_t next_seq) {
+  paged_ = count;
+  load_from_seq_ = first_seq;
+  next_seq_ = std::max<uint64_t>(next_seq, 1);
 }
 
 QueueInfo Queue::Info() const {

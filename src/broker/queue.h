@@ -8,6 +8,13 @@
 //
 // The queue is a data structure; the broker decides who gets what (broker.cc: Dispatch).
 //
+// Paging (durable queues only): while a queue holds more than its page limits in RAM, newly
+// enqueued messages are written to the store and not kept in RAM; only their count is ("paged").
+// They always follow everything in RAM, so order holds: when the RAM head runs low the broker
+// loads the next paged messages, in sequence order, from `load_from_seq()`. A queue recovered at
+// start-up begins with everything paged. So RAM holds at most the page limits plus one load
+// batch per queue, however deep the backlog (docs/storage.md).
+//
 // Thread safety: confined to the broker thread.
 #pragma once
 
@@ -31,6 +38,22 @@ struct QueuedMessage {
   EnvelopePtr envelope;
   uint64_t seq = 0;            // position in the queue, assigned at enqueue
   uint32_t receive_count = 0;  // deliveries so far
+  bool stored = false;         // has an entry in the message store
+  uint8_t store_flags = 0;     // the entry's flags (store::kEntryShared, kEntryTransient)
+};
+
+// When a durable queue starts paging to disk.
+struct PageLimits {
+  uint64_t max_messages = 50'000;
+  uint64_t max_bytes = 32u << 20;
+};
+
+// What Purge removed, so the broker can remove it from the store.
+struct PurgeResult {
+  uint64_t count = 0;
+  std::vector<QueuedMessage> stored;  // RAM messages with store entries
+  uint64_t paged_from_seq = 0;        // paged messages: [paged_from_seq, paged_to_seq)
+  uint64_t paged_to_seq = 0;
 };
 
 struct Consumer {
@@ -59,22 +82,50 @@ struct PullWaiter {
 
 class Queue {
  public:
-  Queue(QueueSpec spec, uint64_t owner_session_id)
-      : spec_(std::move(spec)), owner_session_id_(owner_session_id) {}
+  // `store_id` is the queue's id in the message store; 0 when it is not stored (transient or
+  // exclusive queues).
+  Queue(QueueSpec spec, uint64_t owner_session_id, uint64_t store_id = 0)
+      : spec_(std::move(spec)), owner_session_id_(owner_session_id), store_id_(store_id) {}
 
   const std::string& name() const { return spec_.name; }
   const QueueSpec& spec() const { return spec_; }
   uint64_t owner_session_id() const { return owner_session_id_; }  // 0 unless exclusive
+  uint64_t store_id() const { return store_id_; }
 
-  void Enqueue(EnvelopePtr envelope);
+  // True when the next message enqueued must go to the store only (see Paging above).
+  bool ShouldPage(const PageLimits& limits) const {
+    return store_id_ != 0 &&
+           (paged_ > 0 || ready_.size() >= limits.max_messages || ram_bytes_ >= limits.max_bytes);
+  }
+  // Appends a message and returns its sequence number. With `page` it is counted, not kept:
+  // the caller has written it to the store.
+  uint64_t Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page);
+  void Enqueue(EnvelopePtr envelope) { Enqueue(std::move(envelope), false, 0, false); }
   void Requeue(QueuedMessage message);
-  // Takes the next message, skipping (and counting) expired ones. nullopt when empty.
-  std::optional<QueuedMessage> Pop(int64_t now_wall_ms);
-  // Drops every ready message; returns how many.
-  uint64_t Purge();
+  // Takes the next message in RAM, moving expired ones to `expired`. nullopt when none is in
+  // RAM (there may be paged ones: see NeedsLoad).
+  std::optional<QueuedMessage> Pop(int64_t now_wall_ms,
+                                   std::vector<QueuedMessage>* expired = nullptr);
+  // Drops every ready message, in RAM and paged.
+  PurgeResult Purge();
 
-  uint64_t ready() const { return ready_.size() + returned_.size(); }
+  uint64_t ready() const { return ready_.size() + returned_.size() + paged_; }
   bool HasReady() const { return !ready_.empty() || !returned_.empty(); }
+
+  // --- Paging ---
+  uint64_t paged() const { return paged_; }
+  uint64_t load_from_seq() const { return load_from_seq_; }
+  uint64_t next_seq() const { return next_seq_; }
+  // Paged messages exist and RAM is low enough to take a load of `batch` more.
+  bool NeedsLoad(uint32_t batch) const { return paged_ > 0 && !loading && ready_.size() < batch; }
+  // Appends loaded messages (the next paged ones, in order). Returns false when they are not
+  // what was expected (the store and the queue disagree); the queue then forgets its paged
+  // messages rather than loop.
+  bool AddLoaded(std::vector<QueuedMessage> messages);
+  // At recovery: `count` messages on disk, [first_seq, next_seq).
+  void Restore(uint64_t count, uint64_t first_seq, uint64_t next_seq);
+  bool loading = false;          // a Load is in flight
+  uint64_t load_generation = 0;  // bumped by Purge: a Load started before is stale
 
   // Subscriptions, served round-robin.
   std::vector<std::shared_ptr<Consumer>>& consumers() { return consumers_; }
@@ -98,7 +149,11 @@ class Queue {
  private:
   QueueSpec spec_;
   uint64_t owner_session_id_;
+  uint64_t store_id_;
   uint64_t next_seq_ = 1;
+  uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
+  uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
+  uint64_t ram_bytes_ = 0;      // body bytes in ready_
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;
   std::vector<std::shared_ptr<Consumer>> consumers_;

@@ -16,6 +16,7 @@
 
 #include "broker/envelope.h"
 #include "wharf/status.h"
+#include "wharf/types.h"
 
 namespace wharf::broker {
 
@@ -25,6 +26,10 @@ class SessionPeer {
   virtual void Deliver(Delivery delivery) = 0;
   // A Receive (pull) request is complete: deliveries may be empty when its wait ran out.
   virtual void CompleteReceive(uint64_t request_id, std::vector<Delivery> deliveries) = 0;
+  // The answer to a publish that waited for the store (PublishOutcome::deferred): OK once the
+  // message is on disk, or the store's error (the message is then not confirmed).
+  virtual void PublishDone(uint64_t request_id, const PublishResult& result,
+                           const Status& status) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
   virtual void Flush() = 0;
   // False while the connection has too much output waiting: the broker then holds push

@@ -26,12 +26,31 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   }
   server->broker_context_ = std::make_unique<asio::io_context>(1);
 
+  Server* raw = server.get();
+  store::StoreOptions store_options;
+  store_options.path = options.data_dir + "/store";
+  // Store completions run on the broker thread, followed by the usual flush.
+  auto post = [raw](std::function<void()> fn) {
+    asio::post(*raw->broker_context_, [raw, fn = std::move(fn)] {
+      fn();
+      raw->AfterBrokerWork();
+    });
+  };
+  auto started = std::chrono::steady_clock::now();
+  WHARF_ASSIGN_OR_RETURN(server->store_, store::RocksDbStore::Open(store_options, post));
+  WHARF_ASSIGN_OR_RETURN(auto recovered, server->store_->Recover());
+
   broker::BrokerOptions broker_options;
   broker_options.max_message_bytes = options.max_message_bytes;
-  server->broker_ = std::make_unique<broker::Broker>(broker_options, &server->clock_);
+  server->broker_ =
+      std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
+  WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));
+  spdlog::info("store {} opened and recovered in {} ms", store_options.path,
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - started)
+                   .count());
   server->broker_timer_ = std::make_unique<asio::steady_timer>(*server->broker_context_);
 
-  Server* raw = server.get();
   server->context_.options = &server->options_;
   server->context_.broker = server->broker_.get();
   server->context_.broker_context = server->broker_context_.get();
@@ -168,10 +187,16 @@ void Server::Stop() {
       spdlog::warn("wharfd stopping: {} connections did not close in 10 s", sessions_.size());
     }
   }
-  // Let the broker thread run the CloseSession work the sessions posted, then stop everything.
-  std::promise<void> drained;
-  asio::post(*broker_context_, [&drained] { drained.set_value(); });
-  drained.get_future().wait_for(std::chrono::seconds(5));
+  // Let the broker thread run the CloseSession work the sessions posted (and commit what it
+  // changed), then write everything the store holds, then run its last completions.
+  auto drain_broker = [this] {
+    std::promise<void> drained;
+    asio::post(*broker_context_, [&drained] { drained.set_value(); });
+    drained.get_future().wait_for(std::chrono::seconds(5));
+  };
+  drain_broker();
+  store_->Close();
+  drain_broker();
   for (auto& guard : work_guards_) guard.reset();
   for (auto& context : io_contexts_) context->stop();
   broker_context_->stop();
@@ -184,6 +209,7 @@ Server::~Server() {
   Stop();
   // Sessions hold sockets of the I/O contexts: release every holder of a session first.
   broker_.reset();
+  store_.reset();  // after the broker, which points at it
   broker_timer_.reset();
   broker_context_.reset();
   acceptor_.reset();

@@ -6,6 +6,8 @@
 //   I/O threads (options.io_threads): one asio::io_context each; each connection is pinned to
 //     one of them, round-robin at accept time. Thread 0 also runs the acceptor.
 //   Broker thread: one io_context that owns the Broker and its deadline timer.
+//   Store writer and reader: owned by the RocksDbStore (store/rocksdb_store.h); they post
+//     completions to the broker thread.
 //
 // Thread safety: Start() and Stop() may be called from any thread; port() is immutable.
 #pragma once
@@ -23,6 +25,7 @@
 #include "common/clock.h"
 #include "server/options.h"
 #include "server/server_context.h"
+#include "store/rocksdb_store.h"
 
 namespace wharf::server {
 
@@ -63,6 +66,9 @@ class Server {
   std::vector<std::thread> threads_;
   std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;       // I/O thread 0
   std::unique_ptr<asio::steady_timer> accept_retry_timer_;  // I/O thread 0
+
+  // The message store: its own threads; completions are posted to the broker thread.
+  std::unique_ptr<store::RocksDbStore> store_;
 
   // Confined to the broker thread.
   std::unique_ptr<broker::Broker> broker_;

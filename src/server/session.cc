@@ -485,8 +485,9 @@ void Session::HandleRequest(Request& request) {
     case wire::Frame::kPublish: {
       const auto& publish = frame.publish();
       auto outcome = broker.Publish(id_, publish.exchange(), publish.routing_key(),
-                                    std::move(request.message));
+                                    std::move(request.message), rid);
       if (!outcome.ok()) return ReplyStatus(rid, outcome.status());
+      if (outcome->deferred) return;  // PublishDone answers once it is on disk
       if (publish.mandatory() && outcome->result.routed_queues == 0) {
         wire::Frame returned;
         auto* r = returned.mutable_returned();
@@ -639,6 +640,18 @@ void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery>
   outbox_queued_bytes_ += size;
   queued_bytes_.fetch_add(size, std::memory_order_acq_rel);
   outbox_.emplace_back(ReceiveDone{request_id, std::move(deliveries)});
+}
+
+void Session::PublishDone(uint64_t request_id, const PublishResult& result, const Status& status) {
+  if (!status.ok()) {
+    spdlog::warn("conn={} user={} publish {} (message {}) not confirmed: {}", id_, user_,
+                 request_id, result.message_id, status.ToString());
+    return ReplyStatus(request_id, status);
+  }
+  wire::Frame reply;
+  reply.mutable_publish_ok()->set_message_id(result.message_id);
+  reply.mutable_publish_ok()->set_routed_queues(result.routed_queues);
+  Reply(request_id, std::move(reply));
 }
 
 void Session::ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) {

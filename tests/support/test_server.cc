@@ -23,17 +23,31 @@ std::string MakeTempDir(const std::string& prefix) {
   return made ? std::string(made) : std::string();
 }
 
-TestServer::TestServer(std::vector<std::string> extra_args) {
+TestServer::TestServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
   dir_ = MakeTempDir("wharf-test");
+  Launch();
+}
+
+bool TestServer::Restart() {
+  Kill();
+  Launch();
+  return pid_ > 0 && port_ != 0;
+}
+
+void TestServer::Launch() {
   std::string ready = dir_ + "/ready";
   std::string log = dir_ + "/wharfd.log";
+  std::error_code ec;
+  std::filesystem::remove(ready, ec);
+  port_ = 0;
   std::vector<std::string> args = {WHARFD_PATH,  "--listen",     "127.0.0.1:0",
                                    "--data-dir", dir_ + "/data", "--ready-file",
                                    ready,        "--log-level",  "debug"};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = fork();
   if (pid_ == 0) {
-    FILE* out = std::freopen(log.c_str(), "w", stderr);
+    // Appended: a test that restarts the broker keeps every run's log.
+    FILE* out = std::freopen(log.c_str(), "a", stderr);
     (void)out;
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

@@ -33,6 +33,9 @@ class TestServer {
   ClientOptions Options() const;
   std::unique_ptr<Client> Connect() const;  // ADD_FAILURE and nullptr on error
 
+  // Kills wharfd if it runs and starts it again on the same data directory (on a new port).
+  // Returns false (after ADD_FAILURE) when it does not come up.
+  bool Restart();
   // SIGTERM and wait; returns the exit status (or -1).
   int Stop();
   // SIGKILL and wait.
@@ -41,6 +44,9 @@ class TestServer {
   std::string Log() const;
 
  private:
+  void Launch();
+
+  std::vector<std::string> extra_args_;
   std::string dir_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;

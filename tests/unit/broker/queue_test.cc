@@ -168,11 +168,11 @@ TEST(Queue, PurgeDropsReadyAndReturnedMessagesAndCountsThem) {
   Queue q = MakeQueue();
   for (const char* body : {"1", "2", "3"}) q.Enqueue(MakeEnvelope(body));
   q.Requeue(*q.Pop(kNow));
-  EXPECT_EQ(q.Purge(), 3u);
+  EXPECT_EQ(q.Purge().count, 3u);
   EXPECT_EQ(q.ready(), 0u);
   EXPECT_FALSE(q.HasReady());
   EXPECT_FALSE(q.Pop(kNow).has_value());
-  EXPECT_EQ(q.Purge(), 0u);
+  EXPECT_EQ(q.Purge().count, 0u);
 }
 
 TEST(Queue, PurgeLeavesOrderingIntactForLaterMessages) {
@@ -181,7 +181,7 @@ TEST(Queue, PurgeLeavesOrderingIntactForLaterMessages) {
   auto out = q.Pop(kNow);  // out for delivery during the purge
   ASSERT_TRUE(out);
   q.Enqueue(MakeEnvelope("2"));
-  EXPECT_EQ(q.Purge(), 1u);
+  EXPECT_EQ(q.Purge().count, 1u);
   q.Enqueue(MakeEnvelope("3"));
   q.Requeue(std::move(*out));
   EXPECT_EQ(Drain(q), (Bodies{"1", "3"}));

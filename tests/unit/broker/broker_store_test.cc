@@ -1,0 +1,276 @@
+// The broker with the real RocksDB store: deferred confirms, recovery after a "crash" (the
+// broker is dropped without any shutdown work), receive counts, paging of deep queues.
+//
+// The test thread is the broker thread: store completions queue up in a Mailbox and run when
+// Drain() pumps it.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/broker.h"
+#include "common/clock.h"
+#include "unit/broker/recording_peer.h"
+#include "unit/store/store_test_util.h"
+
+namespace wharf::broker {
+namespace {
+
+using store::testing::Mailbox;
+using store::testing::TempDir;
+
+class BrokerStoreTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kS1 = 1;
+
+  BrokerStoreTest() { Start(); }
+  ~BrokerStoreTest() override { Crash(); }
+
+  void Start(BrokerOptions options = {}) {
+    options_ = options;
+    store_ = store::testing::OpenStore(dir_.path(), &mailbox_);
+    ASSERT_NE(store_, nullptr);
+    auto state = store_->Recover();
+    ASSERT_TRUE(state.ok()) << state.status().ToString();
+    broker_ = std::make_unique<Broker>(options, &clock_, store_.get());
+    ASSERT_TRUE(broker_->Recover(*state).ok());
+    auto peer = std::make_shared<RecordingPeer>();
+    peer_ = peer.get();
+    broker_->OpenSession(kS1, "alice", peer);
+    Drain();
+  }
+
+  // Drops the broker as kill -9 would: nothing is settled or requeued. What the store has
+  // been handed is written (a crashed process's unsynced WAL writes survive in the OS).
+  void Crash() {
+    if (!broker_) return;
+    store_->Close();
+    mailbox_.Clear();
+    broker_.reset();
+    store_.reset();
+  }
+
+  void Restart(BrokerOptions options = {}) {
+    Crash();
+    Start(options);
+  }
+
+  // Flushes and runs store completions until nothing is in flight.
+  void Drain() {
+    ASSERT_TRUE(mailbox_.RunUntil([&] {
+      broker_->Flush();
+      return broker_->store_requests_in_flight() == 0;
+    }));
+  }
+
+  void DeclareQueue(const std::string& name, bool durable = true) {
+    QueueSpec spec;
+    spec.name = name;
+    spec.durable = durable;
+    ASSERT_TRUE(broker_->DeclareQueue(kS1, spec).ok());
+  }
+
+  Result<PublishOutcome> Publish(const std::string& exchange, const std::string& key,
+                                 const std::string& body, bool persistent = true,
+                                 uint64_t request_id = 0) {
+    Message m;
+    m.body = body;
+    m.persistent = persistent;
+    return broker_->Publish(kS1, exchange, key, std::move(m), request_id);
+  }
+
+  std::vector<Delivery> Take(const std::string& queue, uint32_t max = 1000) {
+    EXPECT_TRUE(broker_->Receive(kS1, 77, queue, max, 0).ok());
+    Drain();
+    std::vector<Delivery> out;
+    for (auto& c : peer_->completions) {
+      for (auto& d : c.deliveries) out.push_back(std::move(d));
+    }
+    peer_->completions.clear();
+    return out;
+  }
+
+  QueueInfo Info(const std::string& name) {
+    for (const auto& q : broker_->ListQueues(name)) {
+      if (q.name == name) return q;
+    }
+    ADD_FAILURE() << "no queue " << name;
+    return {};
+  }
+
+  TempDir dir_;
+  Mailbox mailbox_;
+  ManualClock clock_;
+  BrokerOptions options_;
+  std::unique_ptr<store::RocksDbStore> store_;
+  std::unique_ptr<Broker> broker_;
+  RecordingPeer* peer_ = nullptr;
+};
+
+std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
+  std::vector<std::string> out;
+  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
+  return out;
+}
+
+TEST_F(BrokerStoreTest, PersistentPublishIsAnsweredOnlyOnceDurable) {
+  DeclareQueue("q");
+  auto outcome = Publish("", "q", "m", true, 5);
+  ASSERT_TRUE(outcome.ok());
+  EXPECT_TRUE(outcome->deferred);
+  EXPECT_TRUE(peer_->confirms.empty()) << "no answer before the store has written it";
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 1u);
+  EXPECT_EQ(peer_->confirms[0].request_id, 5u);
+  EXPECT_TRUE(peer_->confirms[0].status.ok());
+  EXPECT_EQ(peer_->confirms[0].result.message_id, outcome->result.message_id);
+  EXPECT_EQ(peer_->confirms[0].result.routed_queues, 1u);
+}
+
+TEST_F(BrokerStoreTest, OnlyStoredPersistentMessagesWait) {
+  DeclareQueue("durable");
+  DeclareQueue("transient", /*durable=*/false);
+  EXPECT_FALSE(Publish("", "durable", "t", /*persistent=*/false, 1)->deferred);
+  EXPECT_FALSE(Publish("", "transient", "p", true, 2)->deferred);
+  EXPECT_FALSE(Publish("", "nowhere", "p", true, 3)->deferred);
+  EXPECT_FALSE(Publish("", "durable", "no confirm wanted", true, 0)->deferred);
+  Drain();
+  EXPECT_TRUE(peer_->confirms.empty());
+}
+
+TEST_F(BrokerStoreTest, FanOutIsConfirmedOnceAndStoredOnce) {
+  DeclareQueue("a");
+  DeclareQueue("b");
+  BindingSpec binding;
+  binding.exchange = "amq.fanout";
+  binding.queue = "a";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  binding.queue = "b";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  ASSERT_TRUE(Publish("amq.fanout", "", "both", true, 9)->deferred);
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 1u);
+  EXPECT_EQ(peer_->confirms[0].result.routed_queues, 2u);
+  // Acking it in one queue keeps it in the other, across a restart.
+  auto from_a = Take("a");
+  ASSERT_EQ(from_a.size(), 1u);
+  ASSERT_TRUE(broker_->Ack(kS1, from_a[0].delivery_tag, false).ok());
+  Drain();
+  Restart();
+  EXPECT_EQ(Info("a").ready, 0u);
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"both"}));
+}
+
+TEST_F(BrokerStoreTest, RestartKeepsTopologyAndMessagesWithCounts) {
+  DeclareQueue("orders");
+  DeclareQueue("scratch", /*durable=*/false);
+  ExchangeSpec ex;
+  ex.name = "events";
+  ex.type = ExchangeType::kTopic;
+  ASSERT_TRUE(broker_->DeclareExchange(ex).ok());
+  BindingSpec binding;
+  binding.exchange = "events";
+  binding.queue = "orders";
+  binding.routing_key = "order.*";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  for (const char* body : {"m1", "m2", "m3", "m4"}) {
+    ASSERT_TRUE(Publish("events", "order.new", body).ok());
+  }
+  ASSERT_TRUE(Publish("events", "order.new", "transient", /*persistent=*/false).ok());
+  Drain();
+  auto taken = Take("orders", 2);  // m1 acked, m2 left in flight
+  ASSERT_EQ(Bodies(taken), (std::vector<std::string>{"m1", "m2"}));
+  ASSERT_TRUE(broker_->Ack(kS1, taken[0].delivery_tag, false).ok());
+  Drain();
+
+  Restart();
+  QueueInfo info = Info("orders");
+  EXPECT_EQ(info.ready, 3u) << "m2 (in flight at the crash), m3, m4; the transient one is gone";
+  EXPECT_TRUE(broker_->ListQueues("scratch").empty()) << "transient queues do not survive";
+  auto after = Take("orders");
+  ASSERT_EQ(Bodies(after), (std::vector<std::string>{"m2", "m3", "m4"}));
+  EXPECT_EQ(after[0].receive_count, 2u);
+  EXPECT_TRUE(after[0].redelivered);
+  EXPECT_EQ(after[1].receive_count, 1u);
+  EXPECT_FALSE(after[1].redelivered);
+  // The binding came back too.
+  ASSERT_TRUE(Publish("events", "order.paid", "m5").ok());
+  EXPECT_EQ(Info("orders").ready, 1u);
+  // New ids never collide with stored ones.
+  auto next = Publish("", "orders", "m6");
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(next->result.message_id, after.back().envelope->message.id);
+}
+
+TEST_F(BrokerStoreTest, DeletedQueueAndItsBindingsStayDeleted) {
+  DeclareQueue("q");
+  BindingSpec binding;
+  binding.exchange = "amq.direct";
+  binding.queue = "q";
+  binding.routing_key = "k";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  ASSERT_TRUE(Publish("", "q", "m").ok());
+  ASSERT_TRUE(broker_->DeleteQueue(kS1, "q", false, false).ok());
+  DeclareQueue("q");  // same name, new queue: must not inherit the old binding or message
+  Drain();
+  Restart();
+  EXPECT_EQ(Info("q").ready, 0u);
+  EXPECT_EQ(Publish("amq.direct", "k", "m")->result.routed_queues, 0u);
+}
+
+TEST_F(BrokerStoreTest, DeepQueuePagesToDiskAndDrainsInOrder) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 10;
+  options.load_batch = 8;
+  Restart(options);
+  DeclareQueue("deep");
+  std::vector<std::string> expected;
+  for (int i = 0; i < 100; ++i) {
+    std::string body = "m" + std::to_string(i);
+    // Transient messages page to disk too once the queue pages, and keep their place.
+    ASSERT_TRUE(Publish("", "deep", body, /*persistent=*/i % 7 != 0).ok());
+    expected.push_back(body);
+  }
+  Drain();
+  EXPECT_EQ(Info("deep").ready, 100u);
+  std::vector<std::string> got;
+  while (got.size() < expected.size()) {
+    auto batch = Take("deep", 7);
+    ASSERT_FALSE(batch.empty()) << "after " << got.size();
+    for (const auto& d : batch) {
+      got.push_back(d.envelope->message.body);
+      ASSERT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+    }
+  }
+  EXPECT_EQ(got, expected);
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("deep").ready, 0u);
+}
+
+TEST_F(BrokerStoreTest, RecoveredDeepQueueLoadsLazilyAndPurgeEmptiesTheDisk) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 10;
+  options.load_batch = 16;
+  Restart(options);
+  DeclareQueue("deep");
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(Publish("", "deep", "m" + std::to_string(i)).ok());
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("deep").ready, 60u);
+  auto first = Take("deep", 3);
+  EXPECT_EQ(Bodies(first), (std::vector<std::string>{"m0", "m1", "m2"}));
+  auto purged = broker_->PurgeQueue(kS1, "deep");
+  ASSERT_TRUE(purged.ok());
+  EXPECT_EQ(*purged, 57u);
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("deep").ready, 3u) << "only the three that were in flight come back";
+  auto again = Take("deep");
+  EXPECT_EQ(Bodies(again), (std::vector<std::string>{"m0", "m1", "m2"}));
+  for (const auto& d : again) EXPECT_EQ(d.receive_count, 2u);
+}
+
+}  // namespace
+}  // namespace wharf::broker

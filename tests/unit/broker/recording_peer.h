@@ -1,0 +1,57 @@
+// A SessionPeer for unit tests: records everything the broker pushes to one session.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker/session_peer.h"
+
+namespace wharf::broker {
+
+// Records everything the broker pushes to one session.
+class RecordingPeer : public SessionPeer {
+ public:
+  struct Completion {
+    uint64_t request_id;
+    std::vector<Delivery> deliveries;
+  };
+  struct Confirm {
+    uint64_t request_id;
+    PublishResult result;
+    Status status;
+  };
+  struct Cancellation {
+    std::string consumer_tag;
+    std::string reason;
+  };
+
+  void Deliver(Delivery delivery) override { deliveries.push_back(std::move(delivery)); }
+  void CompleteReceive(uint64_t request_id, std::vector<Delivery> batch) override {
+    completions.push_back(Completion{request_id, std::move(batch)});
+  }
+  void PublishDone(uint64_t request_id, const PublishResult& result,
+                   const Status& status) override {
+    confirms.push_back(Confirm{request_id, result, status});
+  }
+  void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override {
+    cancellations.push_back(Cancellation{consumer_tag, std::string(reason)});
+  }
+  void Flush() override { ++flushes; }
+  bool Writable() const override { return writable; }
+
+  std::vector<std::string> DeliveredBodies() const {
+    std::vector<std::string> out;
+    for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
+    return out;
+  }
+
+  std::vector<Delivery> deliveries;
+  std::vector<Completion> completions;
+  std::vector<Cancellation> cancellations;
+  std::vector<Confirm> confirms;
+  int flushes = 0;
+  bool writable = true;  // set false to simulate a connection behind on writing
+};
+
+}  // namespace wharf::broker
