@@ -184,6 +184,7 @@ Status Broker::DeclareExchange(const ExchangeSpec& spec) {
     }
     return Status::Ok();
   }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(spec.durable));
   exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
   if (spec.durable) Persist(store::StoreBatch::PutExchange{spec});
   return Status::Ok();
@@ -204,6 +205,7 @@ Status Broker::DeleteExchange(std::string_view name, bool if_unused) {
                                                        std::to_string(it->second->binding_count()) +
                                                        " bindings");
   }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(it->second->spec().durable));
   RemoveExchange(std::string(name));
   return Status::Ok();
 }
@@ -278,7 +280,9 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
     return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
   }
   // Exclusive queues end with their connection, so they are never stored (as in RabbitMQ).
-  uint64_t store_id = store_ && spec.durable && !spec.exclusive ? next_queue_id_++ : 0;
+  bool stored = store_ && spec.durable && !spec.exclusive;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
+  uint64_t store_id = stored ? next_queue_id_++ : 0;
   auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id);
   queues_.emplace(spec.name, queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
@@ -300,6 +304,7 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
         StatusCode::kPreconditionFailed,
         "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready messages");
   }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   uint64_t dropped = queue->ready();
   DropQueue(queue, "queue deleted");
   return dropped;
@@ -344,6 +349,7 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
 Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
+  WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   PurgeResult purged = queue->Purge();
   for (const QueuedMessage& m : purged.stored) Unstore(*queue, m);
   if (purged.paged_to_seq > purged.paged_from_seq) {
@@ -376,6 +382,7 @@ Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
     return Status(StatusCode::kExchangeNotFound,
                   "exchange " + Quote(binding.exchange) + " not found");
   }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
   bool added = false;
   WHARF_RETURN_IF_ERROR(
       exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added));
@@ -407,6 +414,7 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
     return Status(StatusCode::kExchangeNotFound,
                   "exchange " + Quote(binding.exchange) + " not found");
   }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
   // Unbinding what is not bound succeeds, as in AMQP.
   if (exchange->Unbind(queue.get(), binding.routing_key, binding.arguments)) {
     auto& list = queue->bindings();
@@ -435,6 +443,7 @@ Status Broker::BindExchanges(const BindingSpec& binding, Exchange* source, bool 
   }
   Destination to{nullptr, destination};
   bool durable = source->spec().durable && destination->spec().durable;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(durable));
   if (bind) {
     bool added = false;
     WHARF_RETURN_IF_ERROR(source->Bind(to, binding.routing_key, binding.arguments, &added));
@@ -849,7 +858,11 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     MarkDirty(session);
   }
   for (const QueuedMessage& m : expired) Unstore(*queue, m);
-  if (store_ && queue->NeedsLoad(options_.load_batch)) RequestLoad(queue);
+  if (store_ && queue->NeedsLoad(options_.load_batch, options_.page_limits.max_bytes)) {
+    // Issued after this flush's commit: the load must see the entries it just paged.
+    queue->loading = true;
+    pending_loads_.push_back(queue);
+  }
 }
 
 // --- Store --------------------------------------------------------------------------------------
@@ -865,10 +878,13 @@ Status Broker::Recover(const store::RecoveredState& state) {
   uint64_t messages = 0;
   for (const store::StoredQueue& stored : state.queues) {
     auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
-    queue->Restore(stored.messages, stored.first_seq, stored.next_seq);
-    messages += stored.messages;
+    queue->Restore(stored.first_seq, stored.next_seq);
+    messages += stored.estimated_messages();
     queues_.emplace(stored.spec.name, queue);
-    if (stored.messages > 0) ScheduleDispatch(queue);  // loads the head
+    if (queue->paged() > 0) {
+      ScheduleDispatch(queue);  // loads the head
+      ++counts_in_flight_;      // one count per non-empty queue (CountRecoveredQueues)
+    }
   }
   uint64_t skipped = 0;
   for (const BindingSpec& binding : state.bindings) {
@@ -880,12 +896,19 @@ Status Broker::Recover(const store::RecoveredState& state) {
     }
   }
   replaying_ = false;
-  spdlog::info("recovered {} exchanges, {} queues holding {} messages, {} bindings",
+  for (uint64_t orphan : state.orphaned_queue_ids) {
+    spdlog::warn("recovery: removing the entries of deleted queue id {}", orphan);
+    Persist(store::StoreBatch::RemoveRange{orphan, 0, UINT64_MAX});
+  }
+  spdlog::info("recovered {} exchanges, {} queues holding at most {} messages, {} bindings",
                state.exchanges.size(), state.queues.size(), messages,
                state.bindings.size() - skipped);
-  if (state.transient_dropped > 0) {
-    spdlog::info("recovery: dropped {} non-persistent messages that had been paged to disk",
-                 state.transient_dropped);
+  // Messages with lower ids were published before this start: a non-persistent one among
+  // them was on disk only because its queue paged, and is dropped when loaded.
+  run_start_id_ = next_message_id_;
+  if (store_ && !state.queues.empty()) {
+    store_->CountRecoveredQueues(
+        [this](uint64_t queue_id, uint64_t count) { OnCounted(queue_id, count); });
   }
   // From here on the broker belongs to the thread that serves.
   thread_checker_.Detach();
@@ -903,6 +926,14 @@ Status Broker::CheckStore(const std::vector<Queue*>& targets, bool persistent) c
     }
   }
   return Status::Ok();
+}
+
+Status Broker::TopologyWritable(bool persisted) const {
+  if (!persisted || store_error_.ok()) return Status::Ok();
+  return Status(store_error_.code(),
+                "the message store cannot write, so durable exchanges, queues and bindings "
+                "cannot change until it recovers: " +
+                    std::string(store_error_.message()));
 }
 
 void Broker::Unstore(const Queue& queue, const QueuedMessage& message) {
@@ -948,14 +979,27 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
 }
 
 void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
-  queue->loading = true;
   ++loads_in_flight_;
   std::weak_ptr<Queue> weak = queue;
   uint64_t generation = queue->load_generation;
   store_->Load(queue->store_id(), queue->load_from_seq(), queue->next_seq(), options_.load_batch,
+               LoadBytes(),
                [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {
                  OnLoaded(weak, generation, std::move(loaded));
                });
+}
+
+void Broker::OnCounted(uint64_t queue_id, uint64_t count) {
+  thread_checker_.Check();
+  if (counts_in_flight_ > 0) --counts_in_flight_;
+  for (auto& [name, queue] : queues_) {
+    if (queue->store_id() != queue_id) continue;
+    if (queue->count_estimated()) {
+      queue->SetRecoveredCount(count);
+      spdlog::info("queue={} counted {} stored messages at recovery", name, count);
+    }
+    return;
+  }
 }
 
 void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
@@ -966,23 +1010,42 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
   if (!queue || queue->deleted || queue->load_generation != generation) return;
   queue->loading = false;
   if (!loaded.ok()) {
-    // Retried at the next dispatch of this queue (a publish, an ack, a new consumer).
-    spdlog::error("queue={} cannot load paged messages: {}", queue->name(),
+    spdlog::error("queue={} cannot load paged messages (retrying in 1 s): {}", queue->name(),
                   loaded.status().ToString());
+    load_retries_.push_back(queue);
+    if (!load_retry_at_) load_retry_at_ = clock_->Now() + std::chrono::seconds(1);
     return;
   }
-  std::vector<QueuedMessage> messages;
-  messages.reserve(loaded->size());
+  std::vector<QueuedMessage> kept;
+  kept.reserve(loaded->size());
+  uint64_t bytes = 0, last_seq = 0, dropped = 0;
   for (store::LoadedMessage& m : *loaded) {
-    messages.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags});
+    last_seq = m.seq;
+    bool unreadable = m.envelope == nullptr;
+    if (!unreadable) bytes += m.envelope->message.body.size();
+    if (unreadable || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {
+      // No body to deliver, or a non-persistent message from before the restart.
+      Persist(store::StoreBatch::RemoveEntry{
+          store::EntryRef{queue->store_id(), m.seq, m.message_id, m.receive_count, m.flags}});
+      ++dropped;
+      continue;
+    }
+    kept.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags});
   }
-  size_t count = messages.size();
+  uint64_t consumed = loaded->size();
+  bool reached_end = consumed < options_.load_batch && bytes < LoadBytes();
   uint64_t expected = queue->paged();
-  if (!queue->AddLoaded(std::move(messages))) {
+  if (!queue->AddLoaded(std::move(kept), consumed, last_seq, reached_end)) {
     spdlog::error(
-        "queue={} store returned {} paged messages from seq {}, expected {}; the "
+        "queue={} store returned {} paged messages up to seq {}, expected {}; the "
         "queue's count is corrected",
-        queue->name(), count, queue->load_from_seq(), expected);
+        queue->name(), consumed, last_seq, expected);
+  }
+  if (dropped > 0) {
+    spdlog::info(
+        "queue={} dropped {} stored entries on load (non-persistent from before the "
+        "restart, or without a body)",
+        queue->name(), dropped);
   }
   ScheduleDispatch(queue);
 }
@@ -999,6 +1062,10 @@ void Broker::Flush() {
     }
   }
   CommitPending();
+  for (auto& queue : std::exchange(pending_loads_, {})) {
+    if (queue->deleted) continue;
+    RequestLoad(queue);
+  }
   auto dirty = std::move(dirty_);
   dirty_.clear();
   for (auto& [session_id, peer] : dirty) {
@@ -1010,6 +1077,12 @@ void Broker::Flush() {
 void Broker::OnTimer() {
   thread_checker_.Check();
   SteadyTime now = clock_->Now();
+  if (load_retry_at_ && *load_retry_at_ <= now) {
+    load_retry_at_.reset();
+    for (auto& weak : std::exchange(load_retries_, {})) {
+      if (auto queue = weak.lock(); queue && !queue->deleted) ScheduleDispatch(queue);
+    }
+  }
   if (store_probe_at_ && *store_probe_at_ <= now) {
     // The store failed: a synced commit, empty if need be, tells whether it writes again.
     store_probe_at_.reset();
@@ -1036,6 +1109,7 @@ void Broker::OnTimer() {
 
 std::optional<SteadyTime> Broker::NextDeadline() const {
   std::optional<SteadyTime> next = store_probe_at_;
+  if (load_retry_at_ && (!next || *load_retry_at_ < *next)) next = load_retry_at_;
   if (!receive_deadlines_.empty() && (!next || receive_deadlines_.begin()->first < *next)) {
     next = receive_deadlines_.begin()->first;
   }

@@ -120,7 +120,9 @@ class Broker {
   void OnTimer();
   std::optional<SteadyTime> NextDeadline() const;
   // Commits and loads handed to the store and not yet completed (tests, shutdown).
-  uint64_t store_requests_in_flight() const { return commits_in_flight_ + loads_in_flight_; }
+  uint64_t store_requests_in_flight() const {
+    return commits_in_flight_ + loads_in_flight_ + counts_in_flight_;
+  }
 
  private:
   enum class Settle { kAck, kRequeue, kDrop };
@@ -169,6 +171,12 @@ class Broker {
   Status CheckStore(const std::vector<Queue*>& targets, bool persistent) const;
   void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
+  void OnCounted(uint64_t queue_id, uint64_t count);
+  // Bodies per load: a quarter of the RAM a queue may hold before it pages.
+  uint64_t LoadBytes() const { return std::max<uint64_t>(options_.page_limits.max_bytes / 4, 1); }
+  // kStoreUnavailable/kStoreFull when `persisted` and the store is failing: a durable change
+  // answered OK must not be one the disk never saw.
+  Status TopologyWritable(bool persisted) const;
   void OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
                 Result<std::vector<store::LoadedMessage>> loaded);
 
@@ -195,8 +203,13 @@ class Broker {
   bool replaying_ = false;  // Recover() is rebuilding what the store already holds
   uint64_t commits_in_flight_ = 0;
   uint64_t loads_in_flight_ = 0;
+  uint64_t counts_in_flight_ = 0;
   Status store_error_;  // the last commit's failure; cleared by a commit that succeeds
   std::optional<SteadyTime> store_probe_at_;
+  std::vector<std::shared_ptr<Queue>> pending_loads_;  // issued after the flush's commit
+  std::vector<std::weak_ptr<Queue>> load_retries_;     // loads that failed
+  std::optional<SteadyTime> load_retry_at_;
+  uint64_t run_start_id_ = 0;  // first message id of this run
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -66,29 +66,45 @@ PurgeResult Queue::Purge() {
   returned_.clear();
   ram_bytes_ = 0;
   paged_ = 0;
+  estimate_ = 0;
   loading = false;
   ++load_generation;
   return result;
 }
 
-bool Queue::AddLoaded(std::vector<QueuedMessage> messages) {
-  if (messages.empty() || messages.size() > paged_ || messages.front().seq < load_from_seq_) {
-    paged_ = 0;
-    return false;
-  }
-  paged_ -= messages.size();
-  load_from_seq_ = messages.back().seq + 1;
-  for (auto& m : messages) {
+bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
+                      bool reached_end) {
+  bool consistent = consumed <= paged_ && (consumed > 0 || reached_end);
+  for (auto& m : kept) {
     ram_bytes_ += m.envelope->message.body.size();
     ready_.push_back(std::move(m));
   }
-  return true;
+  if (consumed > 0) load_from_seq_ = last_seq + 1;
+  if (reached_end || !consistent) {
+    // Nothing is left on disk: an estimated count becomes exact here.
+    consistent = consistent && (estimate_ > 0 || consumed == paged_);
+    paged_ = 0;
+    estimate_ = 0;
+  } else {
+    paged_ -= consumed;
+  }
+  return consistent;
 }
 
-void Queue::Restore(uint64_t count, uint64_t first_seq, uint64_t next_seq) {
-  paged_ = count;
-  load_from_seq_ = first_seq;
+void Queue::Restore(uint64_t first_seq, uint64_t next_seq) {
   next_seq_ = std::max<uint64_t>(next_seq, 1);
+  if (first_seq == 0 || next_seq <= first_seq) return;
+  paged_ = next_seq - first_seq;
+  estimate_ = paged_;
+  load_from_seq_ = first_seq;
+}
+
+void Queue::SetRecoveredCount(uint64_t count) {
+  if (estimate_ == 0) return;
+  // paged_ = estimate - (recovered entries loaded since) + (messages paged since): replacing
+  // the estimate by the count keeps the rest.
+  paged_ = paged_ + count >= estimate_ ? paged_ + count - estimate_ : 0;
+  estimate_ = 0;
 }
 
 QueueInfo Queue::Info() const {

@@ -117,13 +117,22 @@ class Queue {
   uint64_t load_from_seq() const { return load_from_seq_; }
   uint64_t next_seq() const { return next_seq_; }
   // Paged messages exist and RAM is low enough to take a load of `batch` more.
-  bool NeedsLoad(uint32_t batch) const { return paged_ > 0 && !loading && ready_.size() < batch; }
-  // Appends loaded messages (the next paged ones, in order). Returns false when they are not
-  // what was expected (the store and the queue disagree); the queue then forgets its paged
-  // messages rather than loop.
-  bool AddLoaded(std::vector<QueuedMessage> messages);
-  // At recovery: `count` messages on disk, [first_seq, next_seq).
-  void Restore(uint64_t count, uint64_t first_seq, uint64_t next_seq);
+  bool NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
+    return paged_ > 0 && !loading && ready_.size() < batch && ram_bytes_ < max_bytes;
+  }
+  // Takes the result of a load: `kept` (the next paged messages, in order) go to RAM;
+  // `consumed` paged entries were read (kept ones and dropped ones), the last being
+  // `last_seq`; `reached_end` when the store had nothing more. Returns false when that
+  // contradicts the count (the store and the queue disagree); the count is corrected.
+  bool AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
+                 bool reached_end);
+  // At recovery: messages on disk in [first_seq, next_seq), at most next_seq - first_seq of
+  // them; the exact number follows through SetRecoveredCount.
+  void Restore(uint64_t first_seq, uint64_t next_seq);
+  // The recovered queue held `count` entries (counted in the background). Ignored once the
+  // queue was purged or its paged messages all loaded.
+  void SetRecoveredCount(uint64_t count);
+  bool count_estimated() const { return estimate_ > 0; }
   bool loading = false;          // a Load is in flight
   uint64_t load_generation = 0;  // bumped by Purge: a Load started before is stale
 
@@ -154,6 +163,7 @@ class Queue {
   uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
   uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
   uint64_t ram_bytes_ = 0;      // body bytes in ready_
+  uint64_t estimate_ = 0;       // > 0: paged_ counts a recovery estimate this large
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;
   std::vector<std::shared_ptr<Consumer>> consumers_;

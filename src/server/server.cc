@@ -68,6 +68,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     server->threads_.emplace_back([ctx = context.get()] { ctx->run(); });
   }
   asio::post(*server->io_contexts_[0], [raw] { raw->Accept(); });
+  // Recovered queues start loading their heads now, not at the first request.
+  asio::post(*server->broker_context_, [raw] { raw->AfterBrokerWork(); });
   spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
                server->port_, io_threads);
   return server;

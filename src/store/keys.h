@@ -6,6 +6,7 @@
 //   column family "default"   (meta and topology; small)
 //     "F"                                 -> decimal storage format version, "1"
 //     "N"                                 -> fixed64le next queue id
+//     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
 //     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
 //     "b" BindingRecord-bytes             -> ""                   (both ends durable)
@@ -46,6 +47,7 @@ inline constexpr char kColumnEntries[] = "entries";
 
 inline constexpr std::string_view kFormatKey = "F";
 inline constexpr std::string_view kNextQueueIdKey = "N";
+inline constexpr std::string_view kMaxMessageIdKey = "M";
 inline constexpr char kExchangePrefix = 'x';
 inline constexpr char kQueuePrefix = 'q';
 inline constexpr char kBindingPrefix = 'b';

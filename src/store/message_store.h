@@ -98,13 +98,16 @@ class StoreBatch {
   std::vector<Op> ops_;
 };
 
-// A queue as found on disk at start-up.
+// A queue as found on disk at start-up. Recovery does not walk a queue's entries (that would
+// take seconds for millions of messages): it finds the first and last, and the exact count
+// follows from CountRecoveredQueues.
 struct StoredQueue {
   QueueSpec spec;
   uint64_t queue_id = 0;
-  uint64_t messages = 0;   // entries
   uint64_t first_seq = 0;  // of the first entry; 0 when empty
   uint64_t next_seq = 1;   // one past the last entry
+  // next_seq - first_seq: an upper bound on the entries (acks leave gaps).
+  uint64_t estimated_messages() const { return first_seq == 0 ? 0 : next_seq - first_seq; }
 };
 
 struct RecoveredState {
@@ -113,18 +116,22 @@ struct RecoveredState {
   std::vector<BindingSpec> bindings;
   uint64_t next_queue_id = 1;
   uint64_t max_message_id = 0;
-  uint64_t transient_dropped = 0;  // non-persistent messages paged out before the restart
+  // Entries of queues that no longer exist (a deletion the crash interrupted): remove them.
+  std::vector<uint64_t> orphaned_queue_ids;
 };
 
 struct LoadedMessage {
   uint64_t seq = 0;
+  uint64_t message_id = 0;
   uint32_t receive_count = 0;
   uint8_t flags = 0;
-  EnvelopePtr envelope;
+  EnvelopePtr envelope;  // null when the body is missing (the entry should be removed)
 };
 
 using CommitCallback = std::function<void(Status)>;
 using LoadCallback = std::function<void(Result<std::vector<LoadedMessage>>)>;
+// (queue id, entries it had at Recover()); called once per recovered non-empty queue.
+using CountCallback = std::function<void(uint64_t queue_id, uint64_t entries)>;
 
 class MessageStore {
  public:
@@ -139,10 +146,15 @@ class MessageStore {
   // every later batch with the same error until it has recovered (it retries by itself).
   virtual void Commit(StoreBatch batch, bool sync, CommitCallback done) = 0;
 
-  // Reads entries of `queue_id` with from_seq <= seq < to_seq, at most `limit`, in sequence
-  // order, with their messages. Sees every batch committed before the call.
+  // Reads entries of `queue_id` with from_seq <= seq < to_seq, at most `limit` and about
+  // `max_bytes` of bodies (at least one), in sequence order, with their messages. Sees every
+  // batch committed before the call.
   virtual void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
-                    LoadCallback done) = 0;
+                    uint64_t max_bytes, LoadCallback done) = 0;
+
+  // Counts, in the background, the entries each recovered queue had at Recover(), and reports
+  // each count through `done`. Loads keep being served meanwhile.
+  virtual void CountRecoveredQueues(CountCallback done) = 0;
 
   // Writes everything committed so far, runs the remaining callbacks and stops the store's
   // threads. Later calls to Commit or Load fail with kShuttingDown.

@@ -19,6 +19,7 @@
 // Commit. Callbacks run through the PostFn.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +36,7 @@
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Snapshot;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -69,7 +71,8 @@ class RocksDbStore final : public MessageStore {
   Result<RecoveredState> Recover() override;
   void Commit(StoreBatch batch, bool sync, CommitCallback done) override;
   void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
-            LoadCallback done) override;
+            uint64_t max_bytes, LoadCallback done) override;
+  void CountRecoveredQueues(CountCallback done) override;
   void Close() override;
 
   StoreCounters counters() const;
@@ -85,9 +88,20 @@ class RocksDbStore final : public MessageStore {
     uint64_t from_seq = 0;
     uint64_t to_seq = 0;
     uint32_t limit = 0;
+    uint64_t max_bytes = 0;
     LoadCallback done;
   };
   using Request = std::variant<CommitRequest, LoadRequest>;
+  // Counting the recovered queues, a slice at a time so that loads are served in between.
+  struct CountJob {
+    struct Range {
+      uint64_t queue_id, from_seq, to_seq;
+    };
+    std::vector<Range> queues;  // still to count; the first one resumes at its from_seq
+    uint64_t counted = 0;       // of the first one so far
+    CountCallback done;
+  };
+  using ReadJob = std::variant<LoadRequest, CountJob>;
 
   RocksDbStore(const StoreOptions& options, PostFn post);
   Status OpenDb();
@@ -110,6 +124,8 @@ class RocksDbStore final : public MessageStore {
 
   // --- reader thread ---
   Result<std::vector<LoadedMessage>> DoLoad(const LoadRequest& request);
+  // Counts one slice; returns false when the job is finished.
+  bool CountSlice(CountJob* job);
 
   const StoreOptions options_;
   const PostFn post_;
@@ -129,13 +145,21 @@ class RocksDbStore final : public MessageStore {
   // Guarded by read_mu_: the reader's queue.
   std::mutex read_mu_;
   std::condition_variable read_cv_;
-  std::deque<LoadRequest> reads_;
+  std::deque<ReadJob> reads_;
   bool reads_closing_ = false;
 
   // Writer thread only.
-  std::unordered_map<uint64_t, uint32_t> references_;  // cache of "r" records
-  Status error_;                                       // sticky write error
+  // Reference counts changed by the group being built (RocksDB cannot read them back from the
+  // unwritten batch); cleared after each write, so it never grows with the backlog.
+  std::unordered_map<uint64_t, uint32_t> references_;
+  uint64_t max_message_id_ = 0;  // highest id written, kept in "M"
+  uint64_t group_max_id_ = 0;    // highest id in the group being built
+  Status error_;                 // sticky write error
   std::chrono::steady_clock::time_point last_resume_;
+
+  // Set by Recover, released when the recovered queues are counted (reader) or at Close.
+  std::atomic<const rocksdb::Snapshot*> recovery_snapshot_{nullptr};
+  std::vector<CountJob::Range> recovered_ranges_;
 
   std::thread writer_;
   std::thread reader_;

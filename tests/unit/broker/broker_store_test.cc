@@ -272,5 +272,36 @@ TEST_F(BrokerStoreTest, RecoveredDeepQueueLoadsLazilyAndPurgeEmptiesTheDisk) {
   for (const auto& d : again) EXPECT_EQ(d.receive_count, 2u);
 }
 
+TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 5;
+  options.load_batch = 4;
+  Restart(options);
+  DeclareQueue("mixed");
+  std::vector<std::string> persistent;
+  for (int i = 0; i < 30; ++i) {
+    std::string body = "m" + std::to_string(i);
+    bool keep = i % 3 != 0;
+    ASSERT_TRUE(Publish("", "mixed", body, keep).ok());
+    // The first five stay in RAM (and only the persistent ones among them are stored).
+    if (keep) persistent.push_back(body);
+  }
+  Drain();
+  Restart(options);
+  std::vector<std::string> got;
+  while (true) {
+    auto batch = Take("mixed", 3);
+    if (batch.empty()) break;
+    for (const auto& d : batch) {
+      got.push_back(d.envelope->message.body);
+      ASSERT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+    }
+    if (got.size() == persistent.size()) break;
+  }
+  EXPECT_EQ(got, persistent);
+  Drain();
+  EXPECT_EQ(Info("mixed").ready, 0u);
+}
+
 }  // namespace
 }  // namespace wharf::broker
