@@ -2,6 +2,8 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
@@ -22,6 +24,51 @@ namespace {
 // Entries removed per write when a queue is purged or deleted, so that removing millions of
 // messages never builds one enormous batch.
 constexpr size_t kRemoveChunk = 16384;
+
+// A file system whose writes fail with "no space" while WriteFaults::disk_full is set.
+class FullDiskFile final : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  FullDiskFile(std::unique_ptr<rocksdb::FSWritableFile> file, std::shared_ptr<WriteFaults> faults)
+      : FSWritableFileOwnerWrapper(std::move(file)), faults_(std::move(faults)) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    if (faults_->disk_full) return rocksdb::IOStatus::NoSpace("injected: disk full");
+    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    if (faults_->disk_full) return rocksdb::IOStatus::NoSpace("injected: disk full");
+    return FSWritableFileOwnerWrapper::Append(data, options, info, dbg);
+  }
+  rocksdb::IOStatus Sync(const rocksdb::IOOptions& options, rocksdb::IODebugContext* dbg) override {
+    if (faults_->disk_full) return rocksdb::IOStatus::NoSpace("injected: disk full");
+    return FSWritableFileOwnerWrapper::Sync(options, dbg);
+  }
+
+ private:
+  std::shared_ptr<WriteFaults> faults_;
+};
+
+class FullDiskFileSystem final : public rocksdb::FileSystemWrapper {
+ public:
+  FullDiskFileSystem(const std::shared_ptr<rocksdb::FileSystem>& target,
+                     std::shared_ptr<WriteFaults> faults)
+      : FileSystemWrapper(target), faults_(std::move(faults)) {}
+  const char* Name() const override { return "WharfFullDiskFileSystem"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* result,
+                                    rocksdb::IODebugContext* dbg) override {
+    if (faults_->disk_full) return rocksdb::IOStatus::NoSpace("injected: disk full");
+    std::unique_ptr<rocksdb::FSWritableFile> file;
+    rocksdb::IOStatus s = target()->NewWritableFile(name, options, &file, dbg);
+    if (s.ok()) *result = std::make_unique<FullDiskFile>(std::move(file), faults_);
+    return s;
+  }
+
+ private:
+  std::shared_ptr<WriteFaults> faults_;
+};
 
 Status ShuttingDown() { return Status(StatusCode::kShuttingDown, "the message store is closed"); }
 
@@ -67,6 +114,11 @@ Status RocksDbStore::OpenDb() {
   // they can start from a hint: the last insert of the same prefix (below).
   db_options.allow_concurrent_memtable_write = false;
   db_options.keep_log_file_num = 4;
+  if (options_.write_faults) {
+    env_ = rocksdb::NewCompositeEnv(std::make_shared<FullDiskFileSystem>(
+        rocksdb::FileSystem::Default(), options_.write_faults));
+    db_options.env = env_.get();
+  }
 
   rocksdb::ColumnFamilyOptions meta;
   meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
@@ -108,6 +160,7 @@ Status RocksDbStore::OpenDb() {
 
 RocksDbStore::~RocksDbStore() {
   Close();
+  std::unique_lock lock(db_mu_);
   if (db_) {
     if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
       db_->ReleaseSnapshot(snapshot);
@@ -365,11 +418,33 @@ void RocksDbStore::TryResume() {
   // More often than the broker probes (each second), so a probe always finds it retried.
   if (now - last_resume_ < std::chrono::milliseconds(250)) return;
   last_resume_ = now;
-  rocksdb::Status s = db_->Resume();
-  if (s.ok()) {
-    spdlog::warn("store: writes work again after: {}", error_.ToString());
+  // RocksDB resumes by itself from some errors (a failed flush), but not from a failed WAL
+  // write, which leaves the database stopped until it is reopened. Reopening replays the WAL,
+  // whose torn last record (if any) is dropped: what was written before the failure stays.
+  rocksdb::Status s = db_ ? db_->Resume() : rocksdb::Status::Incomplete("not open");
+  Status reopened;
+  if (!s.ok()) reopened = ReopenDb();
+  if (s.ok() || reopened.ok()) {
+    spdlog::warn("store: writes work again ({}) after: {}", s.ok() ? "resumed" : "reopened",
+                 error_.ToString());
     error_ = Status::Ok();
   }
+}
+
+Status RocksDbStore::ReopenDb() {
+  std::unique_lock lock(db_mu_);  // no load or count runs meanwhile
+  if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
+    db_->ReleaseSnapshot(snapshot);
+  }
+  if (db_) {
+    for (auto* handle : {meta_, messages_, entries_}) {
+      if (handle) db_->DestroyColumnFamilyHandle(handle);
+    }
+  }
+  meta_ = messages_ = entries_ = nullptr;
+  if (db_) db_->Close();
+  db_.reset();
+  return OpenDb();
 }
 
 Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
@@ -553,6 +628,15 @@ void RocksDbStore::ReaderLoop() {
       if (reads_.empty()) break;
       job = std::move(reads_.front());
       reads_.pop_front();
+    }
+    std::shared_lock db_lock(db_mu_);
+    if (!db_) {
+      if (auto* load = std::get_if<LoadRequest>(&job)) {
+        post_([done = std::move(load->done)] {
+          done(Status(StatusCode::kStoreUnavailable, "the message store is not open"));
+        });
+      }
+      continue;
     }
     if (auto* load = std::get_if<LoadRequest>(&job)) {
       auto result = DoLoad(*load);

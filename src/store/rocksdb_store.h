@@ -26,16 +26,19 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <variant>
 
 #include "store/message_store.h"
+#include "store/write_faults.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
 class Snapshot;
 class WriteBatch;
 }  // namespace rocksdb
@@ -50,6 +53,8 @@ struct StoreOptions {
   uint64_t block_cache_bytes = 32u << 20;
   // Bodies at least this large go to blob files, so compaction does not rewrite them.
   uint64_t min_blob_bytes = 4u << 10;
+  // Tests only: makes disk writes fail on demand (store/write_faults.h).
+  std::shared_ptr<WriteFaults> write_faults;
 };
 
 // Figures for benchmarks and metrics. Monotonic counters, read from any thread.
@@ -121,6 +126,8 @@ class RocksDbStore final : public MessageStore {
   template <typename Pred>
   Status RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb);
   void TryResume();
+  // Closes and opens the database again (after a failed WAL write). Holds db_mu_ exclusively.
+  Status ReopenDb();
 
   // --- reader thread ---
   Result<std::vector<LoadedMessage>> DoLoad(const LoadRequest& request);
@@ -130,6 +137,10 @@ class RocksDbStore final : public MessageStore {
   const StoreOptions options_;
   const PostFn post_;
 
+  std::unique_ptr<rocksdb::Env> env_;  // only with write_faults: wraps the file system
+  // db_ and the handles are replaced only by ReopenDb on the writer thread, under db_mu_
+  // held exclusively; the reader holds it shared while it reads.
+  std::shared_mutex db_mu_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // "default"
   rocksdb::ColumnFamilyHandle* messages_ = nullptr;

@@ -5,8 +5,11 @@
 // Drain() pumps it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "broker/broker.h"
@@ -29,7 +32,9 @@ class BrokerStoreTest : public ::testing::Test {
 
   void Start(BrokerOptions options = {}) {
     options_ = options;
-    store_ = store::testing::OpenStore(dir_.path(), &mailbox_);
+    store::StoreOptions store_options;
+    store_options.write_faults = faults_;
+    store_ = store::testing::OpenStore(dir_.path(), &mailbox_, store_options);
     ASSERT_NE(store_, nullptr);
     auto state = store_->Recover();
     ASSERT_TRUE(state.ok()) << state.status().ToString();
@@ -101,6 +106,7 @@ class BrokerStoreTest : public ::testing::Test {
 
   TempDir dir_;
   Mailbox mailbox_;
+  std::shared_ptr<store::WriteFaults> faults_ = std::make_shared<store::WriteFaults>();
   ManualClock clock_;
   BrokerOptions options_;
   std::unique_ptr<store::RocksDbStore> store_;
@@ -301,6 +307,57 @@ TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   EXPECT_EQ(got, persistent);
   Drain();
   EXPECT_EQ(Info("mixed").ready, 0u);
+}
+
+TEST_F(BrokerStoreTest, FullDiskStopsConfirmsKeepsDataAndResumesByItself) {
+  DeclareQueue("q");
+  ASSERT_TRUE(Publish("", "q", "before", true, 1)->deferred);
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 1u);
+  ASSERT_TRUE(peer_->confirms[0].status.ok());
+
+  faults_->disk_full = true;
+  ASSERT_TRUE(Publish("", "q", "during", true, 2)->deferred);
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 2u);
+  EXPECT_EQ(peer_->confirms[1].status.code(), StatusCode::kStoreFull)
+      << peer_->confirms[1].status.ToString();
+  // From now on the publisher is told at once, and durable topology cannot change.
+  auto refused = Publish("", "q", "refused", true, 3);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kStoreFull);
+  QueueSpec spec;
+  spec.name = "q2";
+  EXPECT_EQ(broker_->DeclareQueue(kS1, spec).status().code(), StatusCode::kStoreFull);
+  // Transient traffic and consumers carry on.
+  EXPECT_TRUE(Publish("", "q", "transient", /*persistent=*/false, 4).ok());
+  ASSERT_TRUE(broker_->NextDeadline().has_value()) << "a probe is scheduled";
+
+  faults_->disk_full = false;
+  // The broker probes each second; RocksDB resumes on the store's next attempt.
+  bool resumed = false;
+  for (int i = 0; i < 50 && !resumed; ++i) {
+    clock_.Advance(std::chrono::milliseconds(1000));
+    broker_->OnTimer();
+    Drain();
+    resumed = Publish("", "q", "probe", /*persistent=*/false, 0).ok() &&
+              broker_->DeclareQueue(kS1, spec).ok();
+    if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(resumed) << "publishing did not resume after space returned";
+  ASSERT_TRUE(Publish("", "q", "after", true, 5)->deferred);
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 3u);
+  EXPECT_TRUE(peer_->confirms[2].status.ok()) << peer_->confirms[2].status.ToString();
+
+  // The store is intact: every confirmed message is there after a restart.
+  Restart();
+  std::vector<std::string> bodies;
+  for (const auto& d : Take("q")) bodies.push_back(d.envelope->message.body);
+  EXPECT_NE(std::find(bodies.begin(), bodies.end(), "before"), bodies.end());
+  EXPECT_NE(std::find(bodies.begin(), bodies.end(), "after"), bodies.end());
+  EXPECT_EQ(std::find(bodies.begin(), bodies.end(), "transient"), bodies.end());
+  EXPECT_EQ(Info("q2").ready, 0u) << "declared once the store was back";
 }
 
 }  // namespace
