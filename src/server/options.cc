@@ -57,8 +57,8 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 }
 
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
-  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root, {"server", "limits", "auth"}));
-  for (const char* section : {"server", "limits", "auth"}) {
+  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root, {"server", "limits", "store", "auth"}));
+  for (const char* section : {"server", "limits", "store", "auth"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -88,6 +88,22 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &options->max_connections));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "handshake_timeout_ms", 1, 3'600'000,
                                             &options->handshake_timeout_ms));
+  }
+  if (root.contains("store")) {
+    const toml::value& store = root.at("store");
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "store", store,
+                                    {"memtable_bytes", "block_cache_bytes", "min_blob_bytes",
+                                     "page_max_messages", "page_max_bytes"}));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "memtable_bytes", 8u << 20, 64ull << 30,
+                                            &options->store_memtable_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "block_cache_bytes", 1u << 20, 64ull << 30,
+                                            &options->store_block_cache_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "min_blob_bytes", 0, 1ull << 30,
+                                            &options->store_min_blob_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "page_max_messages", 1, 100'000'000,
+                                            &options->page_max_messages));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "page_max_bytes", 1u << 10, 64ull << 30,
+                                            &options->page_max_bytes));
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");

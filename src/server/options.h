@@ -27,6 +27,12 @@ struct ServerOptions {
   // A connection that has not logged in within this time is closed (HANDSHAKE_TIMEOUT), so idle
   // sockets cannot hold file descriptors forever.
   uint32_t handshake_timeout_ms = 10'000;
+  // [store]: the message store (docs/storage.md).
+  uint64_t store_memtable_bytes = 64u << 20;     // RocksDB memtables, all column families
+  uint64_t store_block_cache_bytes = 32u << 20;  // RocksDB block cache (index, filters too)
+  uint64_t store_min_blob_bytes = 0;             // bodies this large go to blob files; 0 = off
+  uint64_t page_max_messages = 50'000;           // per durable queue in RAM, then it pages
+  uint64_t page_max_bytes = 32u << 20;           // body bytes per durable queue in RAM
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).

@@ -29,6 +29,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   Server* raw = server.get();
   store::StoreOptions store_options;
   store_options.path = options.data_dir + "/store";
+  store_options.memtable_bytes = options.store_memtable_bytes;
+  store_options.block_cache_bytes = options.store_block_cache_bytes;
+  store_options.min_blob_bytes = options.store_min_blob_bytes;
   // Store completions run on the broker thread, followed by the usual flush.
   auto post = [raw](std::function<void()> fn) {
     asio::post(*raw->broker_context_, [raw, fn = std::move(fn)] {
@@ -42,6 +45,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
   broker::BrokerOptions broker_options;
   broker_options.max_message_bytes = options.max_message_bytes;
+  broker_options.page_limits.max_messages = options.page_max_messages;
+  broker_options.page_limits.max_bytes = options.page_max_bytes;
   server->broker_ =
       std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
   WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));

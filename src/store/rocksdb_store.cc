@@ -127,7 +127,7 @@ Status RocksDbStore::OpenDb() {
   rocksdb::ColumnFamilyOptions messages = meta;
   messages.write_buffer_size = options_.memtable_bytes / 2;
   messages.level_compaction_dynamic_level_bytes = true;
-  messages.enable_blob_files = true;
+  messages.enable_blob_files = options_.min_blob_bytes > 0;
   messages.min_blob_size = options_.min_blob_bytes;
   messages.enable_blob_garbage_collection = true;
   messages.blob_garbage_collection_age_cutoff = 0.25;
@@ -374,6 +374,7 @@ void RocksDbStore::WriterLoop() {
     size_t commits = 0;
     std::vector<LoadRequest> loads;
     group_max_id_ = 0;
+    PlanGroup(group);
     Status status = error_;
     for (Request& request : group) {
       if (auto* commit = std::get_if<CommitRequest>(&request)) {
@@ -396,6 +397,7 @@ void RocksDbStore::WriterLoop() {
     {
       std::lock_guard lock(mu_);
       counters_.commits += commits;
+      counters_.elided += plan_.settled_messages.size();
     }
     for (Request& request : group) {
       if (auto* commit = std::get_if<CommitRequest>(&request)) {
@@ -460,11 +462,12 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   rocksdb::Status s;
   if (wb->Count() == 0) {
     // Earlier parts of the group were written unsynced (range removals write as they go):
-    // syncing the log makes them durable.
-    if (sync) s = db_->FlushWAL(/*sync=*/true);
+    // syncing the log makes them durable. Nothing written since the last sync: nothing to do.
+    if (sync && unsynced_writes_) s = db_->FlushWAL(/*sync=*/true);
   } else {
     s = db_->Write(options, wb);
   }
+  if (s.ok()) unsynced_writes_ = !sync && (unsynced_writes_ || wb->Count() > 0);
   wb->Clear();
   if (!s.ok()) return FromRocksDb(s, "message store write failed");
   max_message_id_ = std::max(max_message_id_, group_max_id_);
@@ -475,6 +478,35 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   return Status::Ok();
 }
 
+void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
+  plan_.removed_entries.clear();
+  plan_.settled_messages.clear();
+  std::unordered_map<uint64_t, uint32_t> removals;  // message id -> entries removed in group
+  for (const Request& request : group) {
+    const auto* commit = std::get_if<CommitRequest>(&request);
+    if (!commit) continue;
+    for (const StoreBatch::Op& op : commit->batch.ops()) {
+      if (const auto* remove = std::get_if<StoreBatch::RemoveEntry>(&op)) {
+        plan_.removed_entries.insert({remove->entry.queue_id, remove->entry.seq});
+        ++removals[remove->entry.message_id];
+      }
+    }
+  }
+  if (removals.empty()) return;
+  for (const Request& request : group) {
+    const auto* commit = std::get_if<CommitRequest>(&request);
+    if (!commit) continue;
+    for (const StoreBatch::Op& op : commit->batch.ops()) {
+      if (const auto* put = std::get_if<StoreBatch::PutMessage>(&op)) {
+        auto it = removals.find(put->envelope->message.id);
+        if (it != removals.end() && it->second >= put->references) {
+          plan_.settled_messages.insert(it->first);
+        }
+      }
+    }
+  }
+}
+
 Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
   for (const StoreBatch::Op& op : batch.ops()) {
     Status status;
@@ -482,6 +514,8 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
         [&](const auto& o) {
           using T = std::decay_t<decltype(o)>;
           if constexpr (std::is_same_v<T, StoreBatch::PutMessage>) {
+            // Published and settled in every queue within this group: never written.
+            if (plan_.settled_messages.contains(o.envelope->message.id)) return;
             pb::MessageRecord record;
             ToRecord(*o.envelope, &record);
             uint64_t id = o.envelope->message.id;
@@ -495,10 +529,13 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             }
           } else if constexpr (std::is_same_v<T, StoreBatch::PutEntry>) {
             const EntryRef& e = o.entry;
+            // Removed later in this group: the delete alone is enough.
+            if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
             wb->Put(entries_, EntryKey(e.queue_id, e.seq),
                     EncodeEntryValue({e.message_id, e.receive_count, e.flags}));
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
             const EntryRef& e = o.entry;
+            if (plan_.settled_messages.contains(e.message_id)) return;  // never written
             wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
             status = Release(e.message_id, e.flags & kEntryShared, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveRange>) {

@@ -169,6 +169,29 @@ password_hash = ")" + bob +
   EXPECT_TRUE(ValidateOptions(options).ok());
 }
 
+TEST_F(LoadConfigFileTest, ReadsTheStoreSection) {
+  ServerOptions options;
+  Status s = Load(R"(
+[store]
+memtable_bytes = 16777216
+block_cache_bytes = 8388608
+min_blob_bytes = 0
+page_max_messages = 100
+page_max_bytes = 65536
+)",
+                  &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(options.store_memtable_bytes, 16u << 20);
+  EXPECT_EQ(options.store_block_cache_bytes, 8u << 20);
+  EXPECT_EQ(options.store_min_blob_bytes, 0u);
+  EXPECT_EQ(options.page_max_messages, 100u);
+  EXPECT_EQ(options.page_max_bytes, 65536u);
+  ServerOptions small;
+  Status refused = Load("[store]\nmemtable_bytes = 1024\n", &small);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(refused.message().find("memtable_bytes"), std::string_view::npos) << refused.ToString();
+}
+
 TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
   ServerOptions options;
   ASSERT_TRUE(Load("# nothing here\n", &options).ok());

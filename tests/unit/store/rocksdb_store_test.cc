@@ -365,6 +365,33 @@ TEST_F(RocksDbStoreTest, LoadStopsAtTheByteBudget) {
   EXPECT_LT(got, 200u) << "bodies are read in small chunks, stopping near the budget";
 }
 
+TEST_F(RocksDbStoreTest, MessageSettledInItsOwnWriteGroupIsNeverWritten) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  // 1: published and acked in the same group. 2: in two queues, acked in one only.
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(1, "fast"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 0, 0}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 1, 0}});  // delivered
+  batch.Add(StoreBatch::RemoveEntry{EntryRef{1, 1, 1, 1, 0}});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(2, "half"), 2});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 2, 2, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 2, 0, kEntryShared}});
+  batch.Add(StoreBatch::RemoveEntry{EntryRef{1, 2, 2, 1, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  EXPECT_EQ(store_->counters().elided, 1u);
+  EXPECT_TRUE(LoadAll(1).empty());
+  auto b = LoadAll(2);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].envelope->message.body, "half");
+  EXPECT_EQ(StoredBodies(), 1u) << "only the message still queued in b is on disk";
+  StoreBatch ack_b;
+  ack_b.Add(StoreBatch::RemoveEntry{EntryRef{2, 1, 2, 1, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(ack_b)).ok());
+  EXPECT_EQ(StoredBodies(), 0u);
+}
+
 TEST_F(RocksDbStoreTest, ManyCommitsShareSyncs) {
   Open();
   constexpr int kCommits = 2000;
