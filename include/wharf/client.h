@@ -95,6 +95,13 @@ class Client {
   Result<std::vector<QueueInfo>> ListQueues(const std::string& prefix = "");
   Result<std::vector<ExchangeInfo>> ListExchanges();
 
+  // --- Users (admins only; kAccessRefused otherwise) -----------------------------------------
+  // Creates or replaces a user kept in the broker's store. `password_hash` as made by
+  // wharf::HashPassword / `wharfctl hash-password`: the password itself is never sent.
+  Status PutUser(const std::string& name, const std::string& password_hash, bool admin);
+  Status DeleteUser(const std::string& name);
+  Result<std::vector<UserInfo>> ListUsers();
+
   // --- Publish ------------------------------------------------------------------------------
   // `done` runs on the client's I/O thread with the broker's confirm or error.
   void PublishAsync(const std::string& exchange, const std::string& routing_key,

@@ -70,6 +70,12 @@ struct ExchangeInfo {
   uint32_t bindings = 0;
 };
 
+struct UserInfo {
+  std::string name;
+  bool admin = false;  // may manage users
+  std::string source;  // "config", "store" (made at runtime) or "builtin" (guest)
+};
+
 struct PublishResult {
   uint64_t message_id = 0;
   uint32_t routed_queues = 0;  // 0: reached no queue

@@ -512,6 +512,35 @@ Result<std::vector<ExchangeInfo>> Client::ListExchanges() {
   return out;
 }
 
+// --- Users --------------------------------------------------------------------------------------
+
+Status Client::PutUser(const std::string& name, const std::string& password_hash, bool admin) {
+  pb::Frame frame;
+  auto* put = frame.mutable_put_user();
+  put->set_name(name);
+  put->set_password_hash(password_hash);
+  put->set_admin(admin);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::DeleteUser(const std::string& name) {
+  pb::Frame frame;
+  frame.mutable_delete_user()->set_name(name);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<std::vector<UserInfo>> Client::ListUsers() {
+  pb::Frame frame;
+  frame.mutable_list_users();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<UserInfo> out;
+  for (const auto& u : reply->list_users_ok().users()) {
+    out.push_back(UserInfo{u.name(), u.admin(), u.source()});
+  }
+  return out;
+}
+
 // --- Publish ------------------------------------------------------------------------------------
 
 namespace {

@@ -41,6 +41,12 @@ Commands:
   consume QUEUE [--count N] [--wait SECONDS] [--requeue] [--json]
                                         take up to N messages (default 1), print and ack them
                                         (--requeue: nack them back instead)
+  users [--json]                        list users (admins only)
+  add-user NAME [--admin] [--new-password P]
+                                        create or replace a user kept by the broker (admins
+                                        only); the password is read from stdin when absent
+                                        and only its hash is sent
+  delete-user NAME                      delete a user made with add-user (admins only)
   hash-password [PASSWORD]              print a password_hash for the config (stdin if absent)
 )";
 
@@ -51,8 +57,9 @@ struct Args {
   std::vector<std::string> headers;            // --header K=V, repeatable
 };
 
-const std::vector<std::string> kValueOptions = {"--prefix", "--alternate",    "--match", "--count",
-                                                "--wait",   "--content-type", "--ttl"};
+const std::vector<std::string> kValueOptions = {"--prefix", "--alternate",   "--match",
+                                                "--count",  "--wait",        "--content-type",
+                                                "--ttl",    "--new-password"};
 
 bool ParseArgs(const std::vector<std::string>& in, Args* out, std::string* error) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -382,6 +389,48 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "unbind") return Binding(client, args, false);
   if (command == "bind-exchange") return Binding(client, args, true, true);
   if (command == "unbind-exchange") return Binding(client, args, false, true);
+  if (command == "users") {
+    auto users = client.ListUsers();
+    if (!users.ok()) return Refused(users.status());
+    if (args.flags.count("--json")) {
+      std::string out = "[";
+      for (size_t i = 0; i < users->size(); ++i) {
+        const auto& u = (*users)[i];
+        out += (i ? ",\n " : "") + std::string("{\"name\":") + JsonString(u.name) +
+               ",\"admin\":" + (u.admin ? "true" : "false") +
+               ",\"source\":" + JsonString(u.source) + "}";
+      }
+      std::printf("%s]\n", out.c_str());
+      return 0;
+    }
+    std::printf("%-32s %-6s %s\n", "NAME", "ADMIN", "SOURCE");
+    for (const auto& u : *users) {
+      std::printf("%-32s %-6s %s\n", u.name.c_str(), u.admin ? "yes" : "no", u.source.c_str());
+    }
+    return 0;
+  }
+  if (command == "add-user") {
+    if (p.empty()) return Usage("add-user needs NAME");
+    std::string password;
+    if (args.options.count("--new-password")) {
+      password = args.options.at("--new-password");
+    } else {
+      std::getline(std::cin, password);
+    }
+    if (password.empty()) return Usage("add-user needs a non-empty password");
+    wharf::Status s =
+        client.PutUser(p[0], wharf::HashPassword(password), args.flags.count("--admin") > 0);
+    if (!s.ok()) return Refused(s);
+    std::printf("user '%s' saved%s\n", p[0].c_str(), args.flags.count("--admin") ? " (admin)" : "");
+    return 0;
+  }
+  if (command == "delete-user") {
+    if (p.empty()) return Usage("delete-user needs NAME");
+    wharf::Status s = client.DeleteUser(p[0]);
+    if (!s.ok()) return Refused(s);
+    std::printf("user '%s' deleted\n", p[0].c_str());
+    return 0;
+  }
   if (command == "publish") return Publish(client, args);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");

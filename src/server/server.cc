@@ -50,6 +50,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->broker_ =
       std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
   WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));
+  server->users_ = std::make_unique<UserDirectory>(options, recovered.users);
   spdlog::info("store {} opened and recovered in {} ms", store_options.path,
                std::chrono::duration_cast<std::chrono::milliseconds>(
                    std::chrono::steady_clock::now() - started)
@@ -59,6 +60,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.options = &server->options_;
   server->context_.broker = server->broker_.get();
   server->context_.broker_context = server->broker_context_.get();
+  server->context_.users = server->users_.get();
+  server->context_.store = server->store_.get();
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
 

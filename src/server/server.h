@@ -70,6 +70,8 @@ class Server {
   // The message store: its own threads; completions are posted to the broker thread.
   std::unique_ptr<store::RocksDbStore> store_;
 
+  std::unique_ptr<UserDirectory> users_;
+
   // Confined to the broker thread.
   std::unique_ptr<broker::Broker> broker_;
   std::unique_ptr<asio::steady_timer> broker_timer_;

@@ -12,6 +12,8 @@
 
 #include "broker/broker.h"
 #include "server/options.h"
+#include "server/user_directory.h"
+#include "store/message_store.h"
 
 namespace wharf::server {
 
@@ -21,6 +23,9 @@ struct ServerContext {
   // handlers posted to broker_context.
   broker::Broker* broker = nullptr;
   asio::io_context* broker_context = nullptr;
+  // Who may log in (thread-safe), and the store, for user changes (call from the broker thread).
+  UserDirectory* users = nullptr;
+  store::MessageStore* store = nullptr;
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
   // Thread: the session's I/O thread. Called once when a session's socket is closed.

@@ -206,6 +206,9 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kAck:
     case wire::Frame::kNack:
     case wire::Frame::kReject:
+    case wire::Frame::kPutUser:
+    case wire::Frame::kDeleteUser:
+    case wire::Frame::kListUsers:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +
@@ -246,22 +249,21 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
     return Status(StatusCode::kUnexpectedFrame, "the second frame must be Authenticate");
   }
   const auto& auth = frame.authenticate();
-  const ServerOptions& options = *context_->options;
   Status result;
   if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
     result = Status(StatusCode::kAuthenticationFailed,
                     "unsupported mechanism '" + auth.mechanism() + "'; use PLAIN");
-  } else if (auto it = options.users.find(auth.user()); it != options.users.end()) {
-    // Hashing takes a few milliseconds of this I/O thread; logins are rare next to traffic.
-    if (!VerifyPassword(auth.password(), it->second)) {
-      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
-    }
-  } else if (auth.user() == kGuestUser && options.loopback_guest) {
-    if (auth.password() != kGuestPassword) {
+  } else if (auto user = context_->users->Find(auth.user()); user && user->source == "builtin") {
+    if (auth.user() != kGuestUser || auth.password() != kGuestPassword) {
       result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
     } else if (!peer_is_loopback_) {
       result = Status(StatusCode::kAccessRefused,
                       "user 'guest' may only connect from a loopback address");
+    }
+  } else if (user) {
+    // Hashing takes a few milliseconds of this I/O thread; logins are rare next to traffic.
+    if (!VerifyPassword(auth.password(), user->password_hash)) {
+      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
     }
   } else {
     result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
@@ -610,9 +612,60 @@ void Session::HandleRequest(Request& request) {
       for (const auto& info : broker.ListExchanges()) protocol::ToWire(info, ok->add_exchanges());
       return Reply(rid, std::move(reply));
     }
+    case wire::Frame::kPutUser:
+    case wire::Frame::kDeleteUser:
+    case wire::Frame::kListUsers:
+      return HandleUserRequest(rid, frame);
     default:
       return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
   }
+}
+
+void Session::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
+  UserDirectory& users = *context_->users;
+  if (!users.IsAdmin(user_)) {
+    return ReplyStatus(rid,
+                       Status(StatusCode::kAccessRefused,
+                              "user '" + user_ + "' is not an admin: managing users needs one"));
+  }
+  if (frame.body_case() == wire::Frame::kListUsers) {
+    wire::Frame reply;
+    for (const UserInfo& info : users.List()) {
+      auto* out = reply.mutable_list_users_ok()->add_users();
+      out->set_name(info.name);
+      out->set_admin(info.admin);
+      out->set_source(info.source);
+    }
+    return Reply(rid, std::move(reply));
+  }
+  store::StoreBatch batch;
+  std::function<void()> apply;
+  if (frame.body_case() == wire::Frame::kPutUser) {
+    const auto& put = frame.put_user();
+    Status s = users.CheckChange(put.name(), &put.password_hash());
+    if (!s.ok()) return ReplyStatus(rid, s);
+    store::StoredUser user{put.name(), put.password_hash(), put.admin()};
+    batch.Add(store::StoreBatch::PutUser{user});
+    apply = [&users, user] { users.Put(user); };
+  } else {
+    const std::string& name = frame.delete_user().name();
+    Status s = users.CheckChange(name, nullptr);
+    if (s.ok() && !users.Find(name)) {
+      s = Status(StatusCode::kPreconditionFailed, "user '" + name + "' does not exist");
+    }
+    if (!s.ok()) return ReplyStatus(rid, s);
+    batch.Add(store::StoreBatch::RemoveUser{name});
+    apply = [&users, name] { users.Remove(name); };
+  }
+  // Answered once it is on disk; the change takes effect for logins from then on.
+  context_->store->Commit(std::move(batch), /*sync=*/true,
+                          [self = shared_from_this(), rid, apply](Status status) {
+                            if (status.ok()) apply();
+                            spdlog::info("conn={} user={} user change {}: {}", self->id_,
+                                         self->user_, rid, status.ToString());
+                            self->ReplyStatus(rid, status);
+                            self->Flush();
+                          });
 }
 
 // Bytes a delivery adds to this connection's output, for back-pressure (an estimate: the body

@@ -123,6 +123,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   // --- Broker thread --------------------------------------------------------------------------
   void Execute(std::vector<Request>& batch);
   void HandleRequest(Request& request);
+  void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
   void Reply(uint64_t request_id, protocol::wire::Frame frame);
   void ReplyStatus(uint64_t request_id, const Status& status);
 

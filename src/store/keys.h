@@ -10,6 +10,7 @@
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
 //     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
 //     "b" BindingRecord-bytes             -> ""                   (both ends durable)
+//     "u" user-name                       -> UserRecord           (users made with PutUser)
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
 //   column family "messages"  (bodies, written once, deleted once)
 //     fixed64be(message-id)               -> MessageRecord
@@ -52,6 +53,7 @@ inline constexpr char kExchangePrefix = 'x';
 inline constexpr char kQueuePrefix = 'q';
 inline constexpr char kBindingPrefix = 'b';
 inline constexpr char kRefsPrefix = 'r';
+inline constexpr char kUserPrefix = 'u';
 
 struct EntryValue {
   uint64_t message_id = 0;

@@ -45,6 +45,13 @@ struct EntryRef {
   uint8_t flags = 0;  // kEntryShared | kEntryTransient (store/keys.h)
 };
 
+// A user created at runtime (the config file's users are not stored).
+struct StoredUser {
+  std::string name;
+  std::string password_hash;
+  bool admin = false;
+};
+
 // A group of changes applied atomically and in order.
 class StoreBatch {
  public:
@@ -83,8 +90,15 @@ class StoreBatch {
   struct RemoveBinding {
     BindingSpec binding;
   };
-  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
-                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding>;
+  struct PutUser {
+    StoredUser user;
+  };
+  struct RemoveUser {
+    std::string name;
+  };
+  using Op =
+      std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange, RemoveExchange,
+                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser>;
 
   template <typename T>
   void Add(T op) {
@@ -114,6 +128,7 @@ struct RecoveredState {
   std::vector<ExchangeSpec> exchanges;
   std::vector<StoredQueue> queues;
   std::vector<BindingSpec> bindings;
+  std::vector<StoredUser> users;
   uint64_t next_queue_id = 1;
   uint64_t max_message_id = 0;
   // Entries of queues that no longer exist (a deletion the crash interrupted): remove them.

@@ -274,6 +274,14 @@ Result<RecoveredState> RocksDbStore::Recover() {
         state.bindings.push_back(std::move(binding));
         break;
       }
+      case kUserPrefix: {
+        pb::UserRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt user record");
+        }
+        state.users.push_back(StoredUser{record.name(), record.password_hash(), record.admin()});
+        break;
+      }
       default:
         break;
     }
@@ -568,6 +576,14 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, BindingKey(o.binding), "");
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveBinding>) {
             wb->Delete(meta_, BindingKey(o.binding));
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutUser>) {
+            pb::UserRecord record;
+            record.set_name(o.user.name);
+            record.set_password_hash(o.user.password_hash);
+            record.set_admin(o.user.admin);
+            wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
+            wb->Delete(meta_, Prefixed(kUserPrefix, o.name));
           }
         },
         op);

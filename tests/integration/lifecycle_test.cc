@@ -113,6 +113,67 @@ TEST(Wharfctl, TourFromTheReadmeWorks) {
   EXPECT_EQ(code, 1);
 }
 
+TEST(Wharfctl, UsersAreManagedAtRuntimeAndSurviveARestart) {
+  testing::TestServer server;
+  auto ctl = [&](const std::string& args) {
+    return std::string(WHARFCTL_PATH) + " --server " + server.address() + " " + args;
+  };
+  int code = -1;
+  RunCommand(ctl("add-user ops --admin --new-password pw-ops"), &code);
+  ASSERT_EQ(code, 0);
+  RunCommand("echo pw-worker | " + ctl("add-user worker"), &code);
+  ASSERT_EQ(code, 0);
+  std::string json = RunCommand(ctl("users --json"), &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(json.find("{\"name\":\"ops\",\"admin\":true,\"source\":\"store\"}"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"name\":\"worker\",\"admin\":false,\"source\":\"store\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("{\"name\":\"guest\",\"admin\":true,\"source\":\"builtin\"}"),
+            std::string::npos)
+      << json;
+  // A user that is not an admin may work but not manage users.
+  std::string refused = RunCommand(
+      ctl("--user worker --password pw-worker add-user sneaky --new-password x 2>&1"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(refused.find("ACCESS_REFUSED"), std::string::npos) << refused;
+  // Built-in users cannot be deleted.
+  std::string builtin = RunCommand(ctl("delete-user guest 2>&1"), &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(builtin.find("PRECONDITION_FAILED"), std::string::npos) << builtin;
+
+  ASSERT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(server.Restart());
+  ClientOptions options = server.Options();
+  options.user = "worker";
+  options.password = "pw-worker";
+  EXPECT_TRUE(Client::Connect(options).ok()) << "runtime users are stored";
+  RunCommand(ctl("--user ops --password pw-ops delete-user worker"), &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(Client::Connect(options).status().code(), StatusCode::kAuthenticationFailed);
+  ASSERT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(server.Restart());
+  options.port = server.port();  // a restart listens on a new port
+  EXPECT_EQ(Client::Connect(options).status().code(), StatusCode::kAuthenticationFailed)
+      << "and stays deleted";
+}
+
+TEST(Wharfctl, ConsumeJsonIsValidJson) {
+  testing::TestServer server;
+  std::string ctl = std::string(WHARFCTL_PATH) + " --server " + server.address() + " ";
+  int code = -1;
+  RunCommand(ctl + "declare-queue q", &code);
+  ASSERT_EQ(code, 0);
+  RunCommand(ctl + "publish '' q plain", &code);
+  RunCommand(ctl + "publish '' q tagged --header k=v", &code);
+  std::string out = RunCommand(ctl + "consume q --count 2 --json", &code);
+  ASSERT_EQ(code, 0);
+  EXPECT_NE(out.find("\"headers\":{},\"body\":\"plain\"}"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"headers\":{\"k\":\"\\\"v\\\"\"},\"body\":\"tagged\"}"), std::string::npos)
+      << out;
+}
+
 TEST(Wharfctl, UnreachableServerExitsWithThree) {
   int code = -1;
   RunCommand(std::string(WHARFCTL_PATH) + " --server 127.0.0.1:1 queues 2>/dev/null", &code);

@@ -187,6 +187,26 @@ TEST_F(RocksDbStoreTest, TopologySurvivesReopen) {
   EXPECT_EQ(state_.next_queue_id, 8u) << "queue ids are never reused";
 }
 
+TEST_F(RocksDbStoreTest, UsersSurviveReopenUntilRemoved) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutUser{StoredUser{"ops", "pbkdf2-sha256$1$aa$bb", true}});
+  batch.Add(StoreBatch::PutUser{StoredUser{"worker", "pbkdf2-sha256$1$cc$dd", false}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  ASSERT_EQ(state_.users.size(), 2u);
+  EXPECT_EQ(state_.users[0].name, "ops");
+  EXPECT_TRUE(state_.users[0].admin);
+  EXPECT_EQ(state_.users[1].password_hash, "pbkdf2-sha256$1$cc$dd");
+  EXPECT_FALSE(state_.users[1].admin);
+  StoreBatch removal;
+  removal.Add(StoreBatch::RemoveUser{"worker"});
+  ASSERT_TRUE(CommitSync(std::move(removal)).ok());
+  Reopen();
+  ASSERT_EQ(state_.users.size(), 1u);
+  EXPECT_EQ(state_.users[0].name, "ops");
+}
+
 TEST_F(RocksDbStoreTest, MessagesRoundTripWithEveryField) {
   Open();
   StoreBatch batch;

@@ -1,0 +1,67 @@
+#include "server/user_directory.h"
+
+#include <mutex>
+
+#include "common/password.h"
+
+namespace wharf::server {
+
+UserDirectory::UserDirectory(const ServerOptions& options,
+                             const std::vector<store::StoredUser>& stored) {
+  for (const auto& user : stored) users_[user.name] = User{user.password_hash, user.admin, "store"};
+  // The config file wins over a stored user of the same name (made before the operator added
+  // it to the config).
+  for (const auto& [name, hash] : options.users) users_[name] = User{hash, true, "config"};
+  if (options.loopback_guest && !users_.contains("guest")) {
+    users_["guest"] = User{"", true, "builtin"};
+  }
+}
+
+std::optional<UserDirectory::User> UserDirectory::Find(const std::string& name) const {
+  std::shared_lock lock(mu_);
+  auto it = users_.find(name);
+  if (it == users_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool UserDirectory::IsAdmin(const std::string& name) const {
+  auto user = Find(name);
+  return user && user->admin;
+}
+
+Status UserDirectory::CheckChange(const std::string& name, const std::string* password_hash) const {
+  if (name.empty() || name.size() > 255) {
+    return Status(StatusCode::kInvalidArgument, "a user name must be 1 to 255 bytes long");
+  }
+  if (password_hash) {
+    Status valid = ValidatePasswordHash(*password_hash);
+    if (!valid.ok()) return Status(StatusCode::kInvalidArgument, valid.message());
+  }
+  auto user = Find(name);
+  if (user && user->source != "store") {
+    return Status(StatusCode::kPreconditionFailed,
+                  "user '" + name + "' is defined " +
+                      (user->source == "config" ? "in the config file" : "by the broker") +
+                      " and cannot be changed at runtime");
+  }
+  return Status::Ok();
+}
+
+void UserDirectory::Put(const store::StoredUser& user) {
+  std::unique_lock lock(mu_);
+  users_[user.name] = User{user.password_hash, user.admin, "store"};
+}
+
+void UserDirectory::Remove(const std::string& name) {
+  std::unique_lock lock(mu_);
+  users_.erase(name);
+}
+
+std::vector<UserInfo> UserDirectory::List() const {
+  std::shared_lock lock(mu_);
+  std::vector<UserInfo> out;
+  for (const auto& [name, user] : users_) out.push_back(UserInfo{name, user.admin, user.source});
+  return out;
+}
+
+}  // namespace wharf::server

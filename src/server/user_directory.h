@@ -1,0 +1,47 @@
+// server/user_directory.h
+//
+// UserDirectory is who may log in: the users of the config file ([[auth.users]], admins, fixed
+// while wharfd runs), the built-in loopback guest (an admin, as RabbitMQ's guest), and users
+// made at runtime with PutUser, which the message store keeps across restarts. An admin may
+// manage the runtime users; a config user can be neither replaced nor deleted at runtime.
+//
+// Thread safety: thread-safe. I/O threads look users up at login; the broker thread changes
+// runtime users. A shared mutex guards the map (a leaf lock: nothing else is taken under it).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "server/options.h"
+#include "store/message_store.h"
+#include "wharf/types.h"
+
+namespace wharf::server {
+
+class UserDirectory {
+ public:
+  struct User {
+    std::string password_hash;  // empty for the built-in guest (its password is "guest")
+    bool admin = false;
+    std::string source;  // "config", "store", "builtin"
+  };
+
+  UserDirectory(const ServerOptions& options, const std::vector<store::StoredUser>& stored);
+
+  std::optional<User> Find(const std::string& name) const;
+  bool IsAdmin(const std::string& name) const;
+  // kPreconditionFailed for a config or built-in user; kInvalidArgument for a bad name or hash.
+  Status CheckChange(const std::string& name, const std::string* password_hash) const;
+  void Put(const store::StoredUser& user);
+  void Remove(const std::string& name);
+  std::vector<UserInfo> List() const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::map<std::string, User> users_;
+};
+
+}  // namespace wharf::server
