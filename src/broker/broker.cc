@@ -560,15 +560,19 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   message.published_at_ms = clock_->WallMillis();
   auto envelope =
       std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
-  const uint8_t flags = static_cast<uint8_t>((references > 1 ? store::kEntryShared : 0) |
-                                             (persistent ? 0 : store::kEntryTransient));
-  if (references > 0) Persist(store::StoreBatch::PutMessage{envelope, references});
+  // One stored queue: the message goes inside its entry. Several: written once, referenced.
+  const bool inline_entry = references == 1;
+  const uint8_t flags =
+      static_cast<uint8_t>((inline_entry ? store::kEntryInline : store::kEntryShared) |
+                           (persistent ? 0 : store::kEntryTransient));
+  if (references > 1) Persist(store::StoreBatch::PutMessage{envelope, references});
   for (size_t i = 0; i < targets.size(); ++i) {
     Queue* queue = targets[i];
     uint64_t seq = queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
     if (modes[i] != kRam) {
-      Persist(store::StoreBatch::PutEntry{
-          store::EntryRef{queue->store_id(), seq, envelope->message.id, 0, flags}});
+      Persist(store::StoreBatch::PutEntry{store::EntryRef{queue->store_id(), seq,
+                                                          envelope->message.id, 0, flags,
+                                                          inline_entry ? envelope : nullptr}});
     }
     auto it = queues_.find(queue->name());
     if (it != queues_.end()) ScheduleDispatch(it->second);
@@ -775,11 +779,23 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
                        QueuedMessage message, const std::shared_ptr<Consumer>& consumer) {
   ++message.receive_count;
   if (message.stored) {
-    // The receive count survives a crash: after a restart this message is redelivered with
-    // its count (not synced: a crash may lose the last few increments, never a message).
-    Persist(store::StoreBatch::PutEntry{
-        store::EntryRef{queue->store_id(), message.seq, message.envelope->message.id,
-                        message.receive_count, message.store_flags}});
+    if (message.receive_count == 1) {
+      // Messages are delivered in sequence order, so one mark per queue records every first
+      // delivery (MarkDelivered, written at the flush): after a crash they come back
+      // redelivered, without a write per delivery.
+      queue->NoteDelivered(message.seq);
+      if (!queue->delivered_mark_pending) {
+        queue->delivered_mark_pending = true;
+        delivered_marks_.push_back(queue);
+      }
+    } else {
+      // Later deliveries rewrite the entry with the count (not synced: a crash may lose the
+      // last few increments, never a message).
+      bool inline_entry = message.store_flags & store::kEntryInline;
+      Persist(store::StoreBatch::PutEntry{store::EntryRef{
+          queue->store_id(), message.seq, message.envelope->message.id, message.receive_count,
+          message.store_flags, inline_entry ? message.envelope : nullptr}});
+    }
   }
   Delivery delivery;
   delivery.consumer_tag = consumer ? consumer->tag : std::string();
@@ -879,6 +895,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
   for (const store::StoredQueue& stored : state.queues) {
     auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
     queue->Restore(stored.first_seq, stored.next_seq);
+    queue->NoteDelivered(stored.delivered_through);
     messages += stored.estimated_messages();
     queues_.emplace(stored.spec.name, queue);
     if (queue->paged() > 0) {
@@ -944,6 +961,12 @@ void Broker::Unstore(const Queue& queue, const QueuedMessage& message) {
 }
 
 void Broker::CommitPending(bool probe) {
+  for (auto& queue : std::exchange(delivered_marks_, {})) {
+    queue->delivered_mark_pending = false;
+    if (!queue->deleted) {
+      Persist(store::StoreBatch::MarkDelivered{queue->store_id(), queue->delivered_through()});
+    }
+  }
   if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty())) return;
   ++commits_in_flight_;
   store_->Commit(std::move(batch_), batch_sync_ || probe,
@@ -1023,6 +1046,8 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
     last_seq = m.seq;
     bool unreadable = m.envelope == nullptr;
     if (!unreadable) bytes += m.envelope->message.body.size();
+    // Delivered before the restart (MarkDelivered) but never since: it counts as received once.
+    if (m.receive_count == 0 && m.seq <= queue->delivered_through()) m.receive_count = 1;
     if (unreadable || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {
       // No body to deliver, or a non-persistent message from before the restart.
       Persist(store::StoreBatch::RemoveEntry{

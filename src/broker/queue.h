@@ -18,6 +18,7 @@
 // Thread safety: confined to the broker thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -133,7 +134,11 @@ class Queue {
   // queue was purged or its paged messages all loaded.
   void SetRecoveredCount(uint64_t count);
   bool count_estimated() const { return estimate_ > 0; }
-  bool loading = false;          // a Load is in flight
+  // Every stored message up to this sequence number has been delivered at least once.
+  uint64_t delivered_through() const { return delivered_through_; }
+  void NoteDelivered(uint64_t seq) { delivered_through_ = std::max(delivered_through_, seq); }
+  bool delivered_mark_pending = false;  // in Broker::delivered_marks_
+  bool loading = false;                 // a Load is in flight
   uint64_t load_generation = 0;  // bumped by Purge: a Load started before is stale
 
   // Subscriptions, served round-robin.
@@ -164,6 +169,7 @@ class Queue {
   uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
   uint64_t ram_bytes_ = 0;      // body bytes in ready_
   uint64_t estimate_ = 0;       // > 0: paged_ counts a recovery estimate this large
+  uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;
   std::vector<std::shared_ptr<Consumer>> consumers_;

@@ -67,8 +67,14 @@ std::string EncodeEntryValue(const EntryValue& value) {
   return out;
 }
 
+std::string DeliveredKey(uint64_t queue_id) {
+  std::string key(1, kDeliveredPrefix);
+  AppendBigEndian64(&key, queue_id);
+  return key;
+}
+
 std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
-  if (value.size() != 13) return std::nullopt;
+  if (value.size() < 13) return std::nullopt;
   return EntryValue{ReadLittleEndian64(value), ReadLittleEndian32(value.substr(8)),
                     static_cast<uint8_t>(value[12])};
 }

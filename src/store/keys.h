@@ -11,15 +11,20 @@
 //     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
 //     "b" BindingRecord-bytes             -> ""                   (both ends durable)
 //     "u" user-name                       -> UserRecord           (users made with PutUser)
+//     "d" fixed64be(queue-id)             -> fixed64le seq: every message up to it was delivered
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
-//   column family "messages"  (bodies, written once, deleted once)
+//   column family "messages"  (messages in two or more queues: written once, deleted once)
 //     fixed64be(message-id)               -> MessageRecord
 //   column family "entries"   (one per message per queue: the queues themselves)
 //     fixed64be(queue-id) fixed64be(seq)  -> entry-value
-//   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
-//     flags: kEntryShared    the body is referenced from several queues: see "r"
+//   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags) [MessageRecord]
+//     flags: kEntryInline    the MessageRecord follows in the value (a message in one queue:
+//                            one write to publish it, one to settle it)
+//            kEntryShared    the message is in "messages", referenced from several queues: "r"
 //            kEntryTransient the message is not persistent (written only because the queue
-//                            pages to disk); recovery drops it
+//                            pages to disk); dropped when loaded after a restart
+//     The receive count is rewritten from the second delivery on; the first is recorded for
+//     the whole queue by "d".
 //
 // Big-endian ids and sequence numbers make RocksDB's bytewise order the numeric order, so a
 // queue is one contiguous key range in sequence order.
@@ -54,6 +59,7 @@ inline constexpr char kQueuePrefix = 'q';
 inline constexpr char kBindingPrefix = 'b';
 inline constexpr char kRefsPrefix = 'r';
 inline constexpr char kUserPrefix = 'u';
+inline constexpr char kDeliveredPrefix = 'd';
 
 struct EntryValue {
   uint64_t message_id = 0;
@@ -82,6 +88,11 @@ struct EntryKeyParts {
 std::optional<EntryKeyParts> ParseEntryKey(std::string_view key);
 
 std::string EncodeEntryValue(const EntryValue& value);
+// The 13-byte header; an inline entry's MessageRecord is the rest (EntryRecordBytes).
 std::optional<EntryValue> DecodeEntryValue(std::string_view value);
+inline std::string_view EntryRecordBytes(std::string_view value) {
+  return value.size() > 13 ? value.substr(13) : std::string_view();
+}
+std::string DeliveredKey(uint64_t queue_id);
 
 }  // namespace wharf::store

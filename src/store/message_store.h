@@ -10,8 +10,9 @@
 // one sync per message would cap a disk at a few hundred confirms per second.
 //
 // Queues are kept as entries: (queue id, sequence number) -> (message id, receive count, flags).
-// A message body is written once however many queues it reaches, and released by the entry
-// deletions that settle it (store/keys.h has the layout).
+// A message in one queue is written inside its entry (one write to publish, one to ack); a
+// message in several is written once and referenced, and released by the entry removals that
+// settle it (store/keys.h has the layout).
 //
 // Thread safety: Commit() and Load() may be called from one thread at a time (the broker
 // thread). Their callbacks run through the `post` function given at Open, never inline.
@@ -33,6 +34,7 @@ namespace wharf::store {
 // Entry flags (store/keys.h).
 inline constexpr uint8_t kEntryShared = 1;     // the body is shared with other queues' entries
 inline constexpr uint8_t kEntryTransient = 2;  // not persistent: dropped at recovery
+inline constexpr uint8_t kEntryInline = 4;     // the message is in the entry itself
 
 // Runs a completion on the thread that owns the broker.
 using PostFn = std::function<void(std::function<void()>)>;
@@ -42,7 +44,9 @@ struct EntryRef {
   uint64_t seq = 0;
   uint64_t message_id = 0;
   uint32_t receive_count = 0;
-  uint8_t flags = 0;  // kEntryShared | kEntryTransient (store/keys.h)
+  uint8_t flags = 0;  // kEntryShared | kEntryTransient | kEntryInline (store/keys.h)
+  // PutEntry of an inline entry: the message written into it. Unused otherwise.
+  EnvelopePtr envelope = nullptr;
 };
 
 // A user created at runtime (the config file's users are not stored).
@@ -93,12 +97,20 @@ class StoreBatch {
   struct PutUser {
     StoredUser user;
   };
+  // Every message of the queue up to `seq` has been delivered at least once (so a crash
+  // brings those still on disk back as redelivered). One small write per queue per batch,
+  // instead of rewriting each entry at its first delivery.
+  struct MarkDelivered {
+    uint64_t queue_id;
+    uint64_t seq;
+  };
   struct RemoveUser {
     std::string name;
   };
   using Op =
       std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange, RemoveExchange,
-                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser>;
+                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
+                   MarkDelivered>;
 
   template <typename T>
   void Add(T op) {
@@ -120,6 +132,8 @@ struct StoredQueue {
   uint64_t queue_id = 0;
   uint64_t first_seq = 0;  // of the first entry; 0 when empty
   uint64_t next_seq = 1;   // one past the last entry
+  // Messages up to this sequence number had been delivered (MarkDelivered); 0 = none.
+  uint64_t delivered_through = 0;
   // next_seq - first_seq: an upper bound on the entries (acks leave gaps).
   uint64_t estimated_messages() const { return first_seq == 0 ? 0 : next_seq - first_seq; }
 };

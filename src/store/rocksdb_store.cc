@@ -236,6 +236,7 @@ Result<RecoveredState> RocksDbStore::Recover() {
 
   // Topology.
   std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
+  std::unordered_map<uint64_t, uint64_t> delivered;  // queue id -> delivered through
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice key = it->key();
@@ -274,6 +275,13 @@ Result<RecoveredState> RocksDbStore::Recover() {
         state.bindings.push_back(std::move(binding));
         break;
       }
+      case kDeliveredPrefix: {
+        if (key.size() == 9 && payload.size() == 8) {
+          delivered[ReadBigEndian64(std::string_view(key.data() + 1, 8))] =
+              ReadLittleEndian64(std::string_view(payload.data(), 8));
+        }
+        break;
+      }
       case kUserPrefix: {
         pb::UserRecord record;
         if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
@@ -287,6 +295,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
     }
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the topology");
+  for (auto& queue : state.queues) {
+    if (auto d = delivered.find(queue.queue_id); d != delivered.end()) {
+      queue.delivered_through = d->second;
+    }
+  }
 
   // Queues: the first and last entry of each; no walk over the entries, so start-up takes
   // the same time for ten messages or ten million. Counting happens later, in the background,
@@ -405,7 +418,7 @@ void RocksDbStore::WriterLoop() {
     {
       std::lock_guard lock(mu_);
       counters_.commits += commits;
-      counters_.elided += plan_.settled_messages.size();
+      counters_.elided += plan_.elided_entries.size();
     }
     for (Request& request : group) {
       if (auto* commit = std::get_if<CommitRequest>(&request)) {
@@ -488,15 +501,22 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
 
 void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
   plan_.removed_entries.clear();
+  plan_.elided_entries.clear();
   plan_.settled_messages.clear();
   std::unordered_map<uint64_t, uint32_t> removals;  // message id -> entries removed in group
+  std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> first_puts;
   for (const Request& request : group) {
     const auto* commit = std::get_if<CommitRequest>(&request);
     if (!commit) continue;
     for (const StoreBatch::Op& op : commit->batch.ops()) {
       if (const auto* remove = std::get_if<StoreBatch::RemoveEntry>(&op)) {
-        plan_.removed_entries.insert({remove->entry.queue_id, remove->entry.seq});
+        std::pair key{remove->entry.queue_id, remove->entry.seq};
+        plan_.removed_entries.insert(key);
+        if (first_puts.contains(key)) plan_.elided_entries.insert(key);
         ++removals[remove->entry.message_id];
+      } else if (const auto* put = std::get_if<StoreBatch::PutEntry>(&op)) {
+        // A first put has receive count 0; later ones rewrite an entry already written.
+        if (put->entry.receive_count == 0) first_puts.insert({put->entry.queue_id, put->entry.seq});
       }
     }
   }
@@ -539,12 +559,25 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             const EntryRef& e = o.entry;
             // Removed later in this group: the delete alone is enough.
             if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
-            wb->Put(entries_, EntryKey(e.queue_id, e.seq),
-                    EncodeEntryValue({e.message_id, e.receive_count, e.flags}));
+            std::string value = EncodeEntryValue({e.message_id, e.receive_count, e.flags});
+            if (e.flags & kEntryInline) {
+              if (!e.envelope) {
+                status = Status(StatusCode::kInternal, "inline entry without its message");
+                return;
+              }
+              pb::MessageRecord record;
+              ToRecord(*e.envelope, &record);
+              record.AppendToString(&value);
+              group_max_id_ = std::max(group_max_id_, e.message_id);
+            }
+            wb->Put(entries_, EntryKey(e.queue_id, e.seq), value);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
             const EntryRef& e = o.entry;
+            // Put and removed in this group: neither reaches the disk.
+            bool never_written = plan_.elided_entries.contains({e.queue_id, e.seq});
+            if (!never_written) wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
+            if (e.flags & kEntryInline) return;  // nothing else holds the message
             if (plan_.settled_messages.contains(e.message_id)) return;  // never written
-            wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
             status = Release(e.message_id, e.flags & kEntryShared, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveRange>) {
             status = RemoveEntries(o.queue_id, o.from_seq, o.to_seq, wb);
@@ -566,6 +599,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
             wb->Delete(meta_, Prefixed(kQueuePrefix, o.name));
+            wb->Delete(meta_, DeliveredKey(o.queue_id));
             status = RemoveBindings(
                 [&](const pb::BindingRecord& b) {
                   return b.destination_exchange().empty() && b.queue() == o.name;
@@ -584,6 +618,10 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
             wb->Delete(meta_, Prefixed(kUserPrefix, o.name));
+          } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
+            std::string seq;
+            AppendLittleEndian64(&seq, o.seq);
+            wb->Put(meta_, DeliveredKey(o.queue_id), seq);
           }
         },
         op);
@@ -636,7 +674,9 @@ Status RocksDbStore::RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_
   size_t in_chunk = 0;
   for (it->Seek(lower); it->Valid(); it->Next()) {
     auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
-    if (entry) WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, wb));
+    if (entry && !(entry->flags & kEntryInline)) {
+      WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, wb));
+    }
     if (++in_chunk == kRemoveChunk) {
       // Each chunk deletes its entries and releases their bodies in one atomic write.
       std::string chunk_end = it->key().ToString() + '\0';
@@ -759,51 +799,65 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
   it->Seek(lower);
   uint64_t bytes = 0;
-  // Entries in chunks, each chunk's bodies in one MultiGet, until the limits are reached.
+  // Takes a parsed record (or a failed parse) into `loaded`.
+  auto take = [&](LoadedMessage& loaded, pb::MessageRecord* record) {
+    if (!record) {
+      // A body lost to a failed write, or corrupt: the broker removes the entry.
+      spdlog::error("store: queue id {} seq {}: message {} has no readable body; skipped",
+                    request.queue_id, loaded.seq, loaded.message_id);
+      return;
+    }
+    auto envelope = FromRecord(std::move(*record));
+    if (!envelope.ok()) {
+      spdlog::error("store: message {}: {}; skipped", loaded.message_id,
+                    envelope.status().ToString());
+      return;
+    }
+    bytes += envelope->message.body.size();
+    loaded.envelope = std::make_shared<const Envelope>(std::move(envelope).value());
+  };
+  // Entries in chunks; inline messages come with their entry, the bodies of shared ones in
+  // one MultiGet per chunk; until the limits are reached.
   constexpr size_t kChunk = 64;
   while (it->Valid() && out.size() < request.limit && bytes < request.max_bytes) {
-    size_t chunk_start = out.size();
+    std::vector<size_t> shared;  // indexes in `out` whose body is in "messages"
     std::vector<std::string> keys;
-    for (; it->Valid() && out.size() < request.limit && keys.size() < kChunk; it->Next()) {
+    for (size_t n = 0; it->Valid() && out.size() < request.limit && n < kChunk; it->Next(), ++n) {
+      std::string_view value(it->value().data(), it->value().size());
       auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
-      auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+      auto entry = DecodeEntryValue(value);
       if (!parts || !entry) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry");
-      LoadedMessage loaded;
+      LoadedMessage& loaded = out.emplace_back();
       loaded.seq = parts->seq;
       loaded.message_id = entry->message_id;
       loaded.receive_count = entry->receive_count;
       loaded.flags = entry->flags;
-      out.push_back(std::move(loaded));
-      keys.push_back(MessageKey(entry->message_id));
+      if (entry->flags & kEntryInline) {
+        std::string_view bytes_view = EntryRecordBytes(value);
+        pb::MessageRecord record;
+        bool parsed = record.ParseFromArray(bytes_view.data(), static_cast<int>(bytes_view.size()));
+        take(loaded, parsed ? &record : nullptr);
+      } else {
+        shared.push_back(out.size() - 1);
+        keys.push_back(MessageKey(entry->message_id));
+      }
     }
+    if (keys.empty()) continue;
     std::vector<rocksdb::Slice> key_slices(keys.begin(), keys.end());
     std::vector<rocksdb::PinnableSlice> values(keys.size());
     std::vector<rocksdb::Status> statuses(keys.size());
     db_->MultiGet(rocksdb::ReadOptions(), messages_, keys.size(), key_slices.data(), values.data(),
                   statuses.data());
     for (size_t i = 0; i < keys.size(); ++i) {
-      LoadedMessage& loaded = out[chunk_start + i];
-      pb::MessageRecord record;
-      if (statuses[i].IsNotFound() ||
-          (statuses[i].ok() &&
-           !record.ParseFromArray(values[i].data(), static_cast<int>(values[i].size())))) {
-        // A body lost to a failed write, or corrupt: the broker removes the entry.
-        spdlog::error("store: queue id {} seq {}: message {} has no readable body; skipped",
-                      request.queue_id, loaded.seq, loaded.message_id);
-        continue;
-      }
-      if (!statuses[i].ok()) {
+      LoadedMessage& loaded = out[shared[i]];
+      if (!statuses[i].ok() && !statuses[i].IsNotFound()) {
         return FromRocksDb(statuses[i], "cannot read message " + std::to_string(loaded.message_id) +
                                             " of queue id " + std::to_string(request.queue_id));
       }
-      auto envelope = FromRecord(std::move(record));
-      if (!envelope.ok()) {
-        spdlog::error("store: message {}: {}; skipped", loaded.message_id,
-                      envelope.status().ToString());
-        continue;
-      }
-      bytes += envelope->message.body.size();
-      loaded.envelope = std::make_shared<const Envelope>(std::move(envelope).value());
+      pb::MessageRecord record;
+      bool parsed = statuses[i].ok() &&
+                    record.ParseFromArray(values[i].data(), static_cast<int>(values[i].size()));
+      take(loaded, parsed ? &record : nullptr);
     }
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read a queue");

@@ -66,7 +66,7 @@ struct StoreCounters {
   uint64_t syncs = 0;          // of which synced
   uint64_t commits = 0;        // Commit() calls written
   uint64_t bytes_written = 0;  // WriteBatch bytes
-  uint64_t elided = 0;         // messages published and settled in one group: never written
+  uint64_t elided = 0;         // entries put and removed in one group: never written
 };
 
 class RocksDbStore final : public MessageStore {
@@ -181,6 +181,7 @@ class RocksDbStore final : public MessageStore {
   // written nor deleted: the group is atomic, so no state between the two is ever visible.
   struct GroupPlan {
     std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> removed_entries;  // (queue, seq)
+    std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> elided_entries;   // put, removed
     std::unordered_set<uint64_t> settled_messages;  // put and removed in all their queues
   } plan_;
   Status error_;  // sticky write error
