@@ -896,6 +896,8 @@ Status Broker::Recover(const store::RecoveredState& state) {
     auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
     queue->Restore(stored.first_seq, stored.next_seq);
     queue->NoteDelivered(stored.delivered_through);
+    // New messages must come after the delivery mark, or they would count as delivered.
+    queue->EnsureNextSeqAbove(stored.delivered_through);
     messages += stored.estimated_messages();
     queues_.emplace(stored.spec.name, queue);
     if (queue->paged() > 0) {
@@ -1017,7 +1019,10 @@ void Broker::OnCounted(uint64_t queue_id, uint64_t count) {
   if (counts_in_flight_ > 0) --counts_in_flight_;
   for (auto& [name, queue] : queues_) {
     if (queue->store_id() != queue_id) continue;
-    if (queue->count_estimated()) {
+    if (count == store::kCountUnknown) {
+      spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
+                   name);
+    } else if (queue->count_estimated()) {
       queue->SetRecoveredCount(count);
       spdlog::info("queue={} counted {} stored messages at recovery", name, count);
     }

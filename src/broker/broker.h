@@ -206,9 +206,9 @@ class Broker {
   uint64_t counts_in_flight_ = 0;
   Status store_error_;  // the last commit's failure; cleared by a commit that succeeds
   std::optional<SteadyTime> store_probe_at_;
-  std::vector<std::shared_ptr<Queue>> pending_loads_;  // issued after the flush's commit
+  std::vector<std::shared_ptr<Queue>> pending_loads_;    // issued after the flush's commit
   std::vector<std::shared_ptr<Queue>> delivered_marks_;  // queues with new first deliveries
-  std::vector<std::weak_ptr<Queue>> load_retries_;     // loads that failed
+  std::vector<std::weak_ptr<Queue>> load_retries_;       // loads that failed
   std::optional<SteadyTime> load_retry_at_;
   uint64_t run_start_id_ = 0;  // first message id of this run
 };

@@ -137,9 +137,11 @@ class Queue {
   // Every stored message up to this sequence number has been delivered at least once.
   uint64_t delivered_through() const { return delivered_through_; }
   void NoteDelivered(uint64_t seq) { delivered_through_ = std::max(delivered_through_, seq); }
+  // Sequence numbers are never reused below `seq` (after a restart of a drained queue).
+  void EnsureNextSeqAbove(uint64_t seq) { next_seq_ = std::max(next_seq_, seq + 1); }
   bool delivered_mark_pending = false;  // in Broker::delivered_marks_
   bool loading = false;                 // a Load is in flight
-  uint64_t load_generation = 0;  // bumped by Purge: a Load started before is stale
+  uint64_t load_generation = 0;         // bumped by Purge: a Load started before is stale
 
   // Subscriptions, served round-robin.
   std::vector<std::shared_ptr<Consumer>>& consumers() { return consumers_; }

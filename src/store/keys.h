@@ -1,6 +1,6 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v1: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v2: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
@@ -46,7 +46,10 @@ namespace wharf::store {
 // place, or to refuse it with a message saying how to migrate, (3) add a test that opens a
 // data directory written by the previous version, (4) describe the change in docs/storage.md.
 // A data directory with a newer version than this is refused: an old wharfd must not guess.
-inline constexpr int kFormatVersion = 1;
+//
+// History: 1 - first release of the layout. 2 - adds inline entries (kEntryInline) and the
+// "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only.
+inline constexpr int kFormatVersion = 2;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";

@@ -107,10 +107,9 @@ class StoreBatch {
   struct RemoveUser {
     std::string name;
   };
-  using Op =
-      std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange, RemoveExchange,
-                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
-                   MarkDelivered>;
+  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
+                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
+                          RemoveUser, MarkDelivered>;
 
   template <typename T>
   void Add(T op) {
@@ -159,8 +158,10 @@ struct LoadedMessage {
 
 using CommitCallback = std::function<void(Status)>;
 using LoadCallback = std::function<void(Result<std::vector<LoadedMessage>>)>;
-// (queue id, entries it had at Recover()); called once per recovered non-empty queue.
+// (queue id, entries it had at Recover()); called once per recovered non-empty queue, with
+// kCountUnknown when the count could not be finished (the database was reopened meanwhile).
 using CountCallback = std::function<void(uint64_t queue_id, uint64_t entries)>;
+inline constexpr uint64_t kCountUnknown = UINT64_MAX;
 
 class MessageStore {
  public:

@@ -221,6 +221,17 @@ Result<RecoveredState> RocksDbStore::Recover() {
                  kFormatVersion);
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
+  } else if (value == "1") {
+    // Format 2 only adds to format 1 (inline entries, delivery marks): everything of format 1
+    // reads as it is. Mark the directory as format 2 before writing anything of format 2, so
+    // that a format-1 build refuses it instead of misreading it.
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
+                 std::to_string(kFormatVersion));
+    if (!s.ok()) return FromRocksDb(s, "cannot upgrade the message store's format");
+    spdlog::warn("store: upgraded {} from storage format 1 to {} (nothing rewritten)",
+                 options_.path, kFormatVersion);
   } else if (value != std::to_string(kFormatVersion)) {
     return Status(StatusCode::kStoreUnavailable,
                   "the message store at " + options_.path + " has storage format " + value +
@@ -728,6 +739,8 @@ void RocksDbStore::ReaderLoop() {
         post_([done = std::move(load->done)] {
           done(Status(StatusCode::kStoreUnavailable, "the message store is not open"));
         });
+      } else {
+        AbandonCount(&std::get<CountJob>(job));
       }
       continue;
     }
@@ -751,11 +764,22 @@ void RocksDbStore::ReaderLoop() {
   }
 }
 
+void RocksDbStore::AbandonCount(CountJob* job) {
+  // The snapshot went with a reopen: the remaining queues keep their estimates.
+  for (const auto& range : job->queues) {
+    post_([done = job->done, id = range.queue_id] { done(id, kCountUnknown); });
+  }
+  job->queues.clear();
+}
+
 bool RocksDbStore::CountSlice(CountJob* job) {
   // About 100 ms of work per slice, then the loads queued behind it get their turn.
   constexpr uint64_t kSlice = 500'000;
   const rocksdb::Snapshot* snapshot = recovery_snapshot_.load();
-  if (!snapshot) return false;
+  if (!snapshot) {
+    AbandonCount(job);
+    return false;
+  }
   uint64_t budget = kSlice;
   while (!job->queues.empty() && budget > 0) {
     auto& range = job->queues.front();

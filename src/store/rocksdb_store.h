@@ -139,6 +139,8 @@ class RocksDbStore final : public MessageStore {
   Result<std::vector<LoadedMessage>> DoLoad(const LoadRequest& request);
   // Counts one slice; returns false when the job is finished.
   bool CountSlice(CountJob* job);
+  // Reports kCountUnknown for every queue the job has not counted.
+  void AbandonCount(CountJob* job);
 
   const StoreOptions options_;
   const PostFn post_;

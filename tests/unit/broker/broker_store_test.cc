@@ -209,6 +209,23 @@ TEST_F(BrokerStoreTest, RestartKeepsTopologyAndMessagesWithCounts) {
   EXPECT_GT(next->result.message_id, after.back().envelope->message.id);
 }
 
+TEST_F(BrokerStoreTest, ADrainedQueueDoesNotReuseSequenceNumbersBelowItsDeliveryMark) {
+  DeclareQueue("q");
+  for (const char* body : {"a", "b", "c"}) ASSERT_TRUE(Publish("", "q", body).ok());
+  Drain();
+  for (const auto& d : Take("q")) ASSERT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+  Drain();
+  Restart();  // empty on disk, delivery mark at 3
+  ASSERT_TRUE(Publish("", "q", "fresh").ok());
+  Drain();
+  Restart();
+  auto after = Take("q");
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].envelope->message.body, "fresh");
+  EXPECT_EQ(after[0].receive_count, 1u) << "never delivered before";
+  EXPECT_FALSE(after[0].redelivered);
+}
+
 TEST_F(BrokerStoreTest, DeletedQueueAndItsBindingsStayDeleted) {
   DeclareQueue("q");
   BindingSpec binding;

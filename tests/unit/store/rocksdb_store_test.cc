@@ -503,7 +503,7 @@ TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "2").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "3").ok());
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;
   }
@@ -513,6 +513,39 @@ TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
   ASSERT_FALSE(state.ok());
   EXPECT_NE(state.status().message().find("newer wharfd"), std::string::npos)
       << state.status().ToString();
+}
+
+TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(1, "from format 1"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 1, 0, 0}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  auto set_format = [&](const char* version) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
+    std::string value;
+    if (version) {
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", version).ok());
+    } else {
+      ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), handles[0], "F", &value).ok());
+      EXPECT_EQ(value, std::to_string(kFormatVersion));
+    }
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  };
+  set_format("1");
+  Open();
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].envelope->message.body, "from format 1");
+  store_.reset();
+  set_format(nullptr);  // now marked with the current format
 }
 
 TEST(StoreKeysTest, EntryKeysSortBySequence) {
