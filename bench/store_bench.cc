@@ -2,7 +2,7 @@
 // and not (acks, publishes without confirms), by batch size. Real RocksDB in a temporary
 // directory under $TMPDIR (so on the disk the broker would use); 256-byte bodies.
 //
-// Each iteration commits one StoreBatch of `batch` messages (a body and an entry each) and
+// Each iteration commits one StoreBatch of `batch` messages (one inline entry each) and
 // waits for its completion, so the synced figure includes one fsync per iteration: messages/s
 // at batch 1 is the disk's fsync rate, and larger batches show what group commit buys.
 #include <benchmark/benchmark.h>
@@ -68,8 +68,9 @@ class Fixture {
       e.message.persistent = true;
       e.exchange = "";
       e.routing_key = "bench";
-      batch.Add(StoreBatch::PutMessage{std::make_shared<const wharf::Envelope>(std::move(e)), 1});
-      batch.Add(StoreBatch::PutEntry{EntryRef{1, next_id_, next_id_, 0, 0}});
+      // As the broker writes a message for one queue: inside its entry.
+      batch.Add(StoreBatch::PutEntry{EntryRef{1, next_id_, next_id_, 0, wharf::store::kEntryInline,
+                                              std::make_shared<const wharf::Envelope>(std::move(e))}});
     }
     return batch;
   }
