@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <future>
@@ -71,9 +72,18 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     server->work_guards_.push_back(asio::make_work_guard(*context));
   }
   server->work_guards_.push_back(asio::make_work_guard(*server->broker_context_));
-  server->threads_.emplace_back([raw] { raw->broker_context_->run(); });
+  // Named, so that `top -H`, perf and gdb show which thread is which (docs/architecture.md).
+  server->threads_.emplace_back([raw] {
+    pthread_setname_np(pthread_self(), "wharf-broker");
+    raw->broker_context_->run();
+  });
+  int io_index = 0;
   for (auto& context : server->io_contexts_) {
-    server->threads_.emplace_back([ctx = context.get()] { ctx->run(); });
+    std::string name = "wharf-io-" + std::to_string(io_index++);
+    server->threads_.emplace_back([ctx = context.get(), name] {
+      pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+      ctx->run();
+    });
   }
   asio::post(*server->io_contexts_[0], [raw] { raw->Accept(); });
   // Recovered queues start loading their heads now, not at the first request.

@@ -1,5 +1,6 @@
 #include "store/rocksdb_store.h"
 
+#include <pthread.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -87,8 +88,14 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& opt
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options, std::move(post)));
   WHARF_RETURN_IF_ERROR(store->OpenDb());
   RocksDbStore* raw = store.get();
-  store->writer_ = std::thread([raw] { raw->WriterLoop(); });
-  store->reader_ = std::thread([raw] { raw->ReaderLoop(); });
+  store->writer_ = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "wharf-writer");
+    raw->WriterLoop();
+  });
+  store->reader_ = std::thread([raw] {
+    pthread_setname_np(pthread_self(), "wharf-reader");
+    raw->ReaderLoop();
+  });
   return store;
 }
 
