@@ -69,8 +69,9 @@ class Fixture {
       e.exchange = "";
       e.routing_key = "bench";
       // As the broker writes a message for one queue: inside its entry.
-      batch.Add(StoreBatch::PutEntry{EntryRef{1, next_id_, next_id_, 0, wharf::store::kEntryInline,
-                                              std::make_shared<const wharf::Envelope>(std::move(e))}});
+      batch.Add(
+          StoreBatch::PutEntry{EntryRef{1, next_id_, next_id_, 0, wharf::store::kEntryInline,
+                                        std::make_shared<const wharf::Envelope>(std::move(e))}});
     }
     return batch;
   }
