@@ -1,0 +1,214 @@
+// The broker's side of durability: recovery from the store, the commit of each flush's
+// StoreBatch and its confirms, loading paged messages, and the store's failure state
+// (docs/storage.md). Part of class Broker (broker.h); split from broker.cc by concern.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "broker/broker.h"
+
+namespace wharf::broker {
+namespace {
+
+std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
+
+}  // namespace
+
+Status Broker::Recover(const store::RecoveredState& state) {
+  thread_checker_.Check();
+  replaying_ = true;
+  next_queue_id_ = std::max(next_queue_id_, state.next_queue_id);
+  next_message_id_ = std::max(next_message_id_, state.max_message_id + 1);
+  for (const ExchangeSpec& spec : state.exchanges) {
+    if (!FindExchange(spec.name)) exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  }
+  uint64_t messages = 0;
+  for (const store::StoredQueue& stored : state.queues) {
+    auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
+    queue->Restore(stored.first_seq, stored.next_seq);
+    queue->NoteDelivered(stored.delivered_through);
+    // New messages must come after the delivery mark, or they would count as delivered.
+    queue->EnsureNextSeqAbove(stored.delivered_through);
+    messages += stored.estimated_messages();
+    queues_.emplace(stored.spec.name, queue);
+    if (queue->paged() > 0) {
+      ScheduleDispatch(queue);  // loads the head
+      ++counts_in_flight_;      // one count per non-empty queue (CountRecoveredQueues)
+    }
+  }
+  uint64_t skipped = 0;
+  for (const BindingSpec& binding : state.bindings) {
+    Status s = Bind(0, binding);
+    if (!s.ok()) {
+      ++skipped;
+      spdlog::warn("recovery: skipped binding {} -> {}{} ('{}'): {}", binding.exchange,
+                   binding.queue, binding.destination_exchange, binding.routing_key, s.ToString());
+    }
+  }
+  replaying_ = false;
+  for (uint64_t orphan : state.orphaned_queue_ids) {
+    spdlog::warn("recovery: removing the entries of deleted queue id {}", orphan);
+    Persist(store::StoreBatch::RemoveRange{orphan, 0, UINT64_MAX});
+  }
+  spdlog::info("recovered {} exchanges, {} queues holding at most {} messages, {} bindings",
+               state.exchanges.size(), state.queues.size(), messages,
+               state.bindings.size() - skipped);
+  // Messages with lower ids were published before this start: a non-persistent one among
+  // them was on disk only because its queue paged, and is dropped when loaded.
+  run_start_id_ = next_message_id_;
+  if (store_ && !state.queues.empty()) {
+    store_->CountRecoveredQueues(
+        [this](uint64_t queue_id, uint64_t count) { OnCounted(queue_id, count); });
+  }
+  // From here on the broker belongs to the thread that serves.
+  thread_checker_.Detach();
+  return Status::Ok();
+}
+
+Status Broker::CheckStore(const std::vector<Queue*>& targets, bool persistent) const {
+  if (store_error_.ok()) return Status::Ok();
+  for (const Queue* queue : targets) {
+    if (queue->store_id() != 0 && (persistent || queue->ShouldPage(options_.page_limits))) {
+      return Status(store_error_.code(),
+                    "the message store cannot write, so messages for durable queue " +
+                        Quote(queue->name()) +
+                        " are refused until it recovers: " + std::string(store_error_.message()));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Broker::TopologyWritable(bool persisted) const {
+  if (!persisted || store_error_.ok()) return Status::Ok();
+  return Status(store_error_.code(),
+                "the message store cannot write, so durable exchanges, queues and bindings "
+                "cannot change until it recovers: " +
+                    std::string(store_error_.message()));
+}
+
+void Broker::Unstore(const Queue& queue, const QueuedMessage& message) {
+  if (!message.stored) return;
+  Persist(store::StoreBatch::RemoveEntry{
+      store::EntryRef{queue.store_id(), message.seq, message.envelope->message.id,
+                      message.receive_count, message.store_flags}});
+}
+
+void Broker::CommitPending(bool probe) {
+  for (auto& queue : std::exchange(delivered_marks_, {})) {
+    queue->delivered_mark_pending = false;
+    if (!queue->deleted) {
+      Persist(store::StoreBatch::MarkDelivered{queue->store_id(), queue->delivered_through()});
+    }
+  }
+  if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty())) return;
+  ++commits_in_flight_;
+  store_->Commit(std::move(batch_), batch_sync_ || probe,
+                 [this, confirms = std::move(pending_confirms_)](Status status) mutable {
+                   OnCommitted(std::move(confirms), status);
+                 });
+  batch_ = store::StoreBatch();
+  batch_sync_ = false;
+  pending_confirms_.clear();
+}
+
+void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& status) {
+  thread_checker_.Check();
+  --commits_in_flight_;
+  if (status.ok()) {
+    if (!store_error_.ok()) spdlog::warn("store: writing again; publishing resumes");
+    store_error_ = Status::Ok();
+    store_probe_at_.reset();
+  } else if (status.code() != StatusCode::kShuttingDown) {
+    if (store_error_.ok()) {
+      spdlog::error("store: commit failed, {} publishes not confirmed: {}", confirms.size(),
+                    status.ToString());
+    }
+    store_error_ = status;
+    store_probe_at_ = clock_->Now() + options_.store_probe_interval;
+  }
+  for (const PendingConfirm& confirm : confirms) {
+    SessionState* session = FindSession(confirm.session_id);
+    if (!session) continue;  // the publisher left; it never saw a confirm, so it may resend
+    session->peer().PublishDone(confirm.request_id, confirm.result, status);
+    MarkDirty(*session);
+  }
+}
+
+void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
+  ++loads_in_flight_;
+  std::weak_ptr<Queue> weak = queue;
+  uint64_t generation = queue->load_generation;
+  store_->Load(queue->store_id(), queue->load_from_seq(), queue->next_seq(), options_.load_batch,
+               LoadBytes(),
+               [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {
+                 OnLoaded(weak, generation, std::move(loaded));
+               });
+}
+
+void Broker::OnCounted(uint64_t queue_id, uint64_t count) {
+  thread_checker_.Check();
+  if (counts_in_flight_ > 0) --counts_in_flight_;
+  for (auto& [name, queue] : queues_) {
+    if (queue->store_id() != queue_id) continue;
+    if (count == store::kCountUnknown) {
+      spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
+                   name);
+    } else if (queue->count_estimated()) {
+      queue->SetRecoveredCount(count);
+      spdlog::info("queue={} counted {} stored messages at recovery", name, count);
+    }
+    return;
+  }
+}
+
+void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
+                      Result<std::vector<store::LoadedMessage>> loaded) {
+  thread_checker_.Check();
+  --loads_in_flight_;
+  std::shared_ptr<Queue> queue = weak.lock();
+  if (!queue || queue->deleted || queue->load_generation != generation) return;
+  queue->loading = false;
+  if (!loaded.ok()) {
+    spdlog::error("queue={} cannot load paged messages (retrying in 1 s): {}", queue->name(),
+                  loaded.status().ToString());
+    load_retries_.push_back(queue);
+    if (!load_retry_at_) load_retry_at_ = clock_->Now() + std::chrono::seconds(1);
+    return;
+  }
+  std::vector<QueuedMessage> kept;
+  kept.reserve(loaded->size());
+  uint64_t bytes = 0, last_seq = 0, dropped = 0;
+  for (store::LoadedMessage& m : *loaded) {
+    last_seq = m.seq;
+    bool unreadable = m.envelope == nullptr;
+    if (!unreadable) bytes += m.envelope->message.body.size();
+    // Delivered before the restart (MarkDelivered) but never since: it counts as received once.
+    if (m.receive_count == 0 && m.seq <= queue->delivered_through()) m.receive_count = 1;
+    if (unreadable || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {
+      // No body to deliver, or a non-persistent message from before the restart.
+      Persist(store::StoreBatch::RemoveEntry{
+          store::EntryRef{queue->store_id(), m.seq, m.message_id, m.receive_count, m.flags}});
+      ++dropped;
+      continue;
+    }
+    kept.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags});
+  }
+  uint64_t consumed = loaded->size();
+  bool reached_end = consumed < options_.load_batch && bytes < LoadBytes();
+  uint64_t expected = queue->paged();
+  if (!queue->AddLoaded(std::move(kept), consumed, last_seq, reached_end)) {
+    spdlog::error(
+        "queue={} store returned {} paged messages up to seq {}, expected {}; the "
+        "queue's count is corrected",
+        queue->name(), consumed, last_seq, expected);
+  }
+  if (dropped > 0) {
+    spdlog::info(
+        "queue={} dropped {} stored entries on load (non-persistent from before the "
+        "restart, or without a body)",
+        queue->name(), dropped);
+  }
+  ScheduleDispatch(queue);
+}
+
+}  // namespace wharf::broker
