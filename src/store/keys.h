@@ -80,10 +80,6 @@ uint32_t ReadLittleEndian32(std::string_view in);
 std::string MessageKey(uint64_t message_id);
 std::string RefsKey(uint64_t message_id);
 std::string EntryKey(uint64_t queue_id, uint64_t seq);
-// The first key of queue `queue_id` at or after `seq`.
-inline std::string EntryLowerBound(uint64_t queue_id, uint64_t seq) {
-  return EntryKey(queue_id, seq);
-}
 struct EntryKeyParts {
   uint64_t queue_id = 0;
   uint64_t seq = 0;
