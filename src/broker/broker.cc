@@ -16,8 +16,6 @@ bool NameChar(char c) {
          c == '_' || c == '.' || c == ':';
 }
 
-std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
-
 std::string Hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -47,6 +45,8 @@ uint64_t ApproximateWireSize(const Message& m) {
 }
 
 }  // namespace
+
+std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
 
 Status ValidateName(std::string_view kind, std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) {

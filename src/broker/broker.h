@@ -215,5 +215,7 @@ class Broker {
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].
 Status ValidateName(std::string_view kind, std::string_view name);
+// 'name', as error messages show names.
+std::string Quote(std::string_view name);
 
 }  // namespace wharf::broker

@@ -8,11 +8,6 @@
 #include "broker/broker.h"
 
 namespace wharf::broker {
-namespace {
-
-std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
-
-}  // namespace
 
 Status Broker::Recover(const store::RecoveredState& state) {
   thread_checker_.Check();
