@@ -96,6 +96,20 @@ class BrokerStoreTest : public ::testing::Test {
     return out;
   }
 
+  // Takes and acks up to `count` messages, `batch` at a time, until the queue gives none.
+  std::vector<std::string> TakeAndAck(const std::string& queue, uint32_t batch, size_t count) {
+    std::vector<std::string> got;
+    while (got.size() < count) {
+      auto taken = Take(queue, batch);
+      if (taken.empty()) break;
+      for (const auto& d : taken) {
+        got.push_back(d.envelope->message.body);
+        EXPECT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+      }
+    }
+    return got;
+  }
+
   QueueInfo Info(const std::string& name) {
     for (const auto& q : broker_->ListQueues(name)) {
       if (q.name == name) return q;
@@ -257,16 +271,7 @@ TEST_F(BrokerStoreTest, DeepQueuePagesToDiskAndDrainsInOrder) {
   }
   Drain();
   EXPECT_EQ(Info("deep").ready, 100u);
-  std::vector<std::string> got;
-  while (got.size() < expected.size()) {
-    auto batch = Take("deep", 7);
-    ASSERT_FALSE(batch.empty()) << "after " << got.size();
-    for (const auto& d : batch) {
-      got.push_back(d.envelope->message.body);
-      ASSERT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
-    }
-  }
-  EXPECT_EQ(got, expected);
+  EXPECT_EQ(TakeAndAck("deep", 7, expected.size()), expected);
   Drain();
   Restart(options);
   EXPECT_EQ(Info("deep").ready, 0u);
@@ -311,17 +316,7 @@ TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   }
   Drain();
   Restart(options);
-  std::vector<std::string> got;
-  while (true) {
-    auto batch = Take("mixed", 3);
-    if (batch.empty()) break;
-    for (const auto& d : batch) {
-      got.push_back(d.envelope->message.body);
-      ASSERT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
-    }
-    if (got.size() == persistent.size()) break;
-  }
-  EXPECT_EQ(got, persistent);
+  EXPECT_EQ(TakeAndAck("mixed", 3, persistent.size()), persistent);
   Drain();
   EXPECT_EQ(Info("mixed").ready, 0u);
 }
