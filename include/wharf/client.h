@@ -64,6 +64,9 @@ struct ReturnedMessage {
 
 struct PublishOptions {
   bool mandatory = false;  // return the message (ReturnHandler) if it reaches no queue
+  // Delayed delivery: routed now, delivered from this time on (at most one of the two).
+  uint64_t delay_ms = 0;
+  int64_t deliver_at_ms = 0;  // Unix ms (UTC)
 };
 
 class Client {
@@ -94,6 +97,15 @@ class Client {
   Status Unbind(const BindingSpec& binding);
   Result<std::vector<QueueInfo>> ListQueues(const std::string& prefix = "");
   Result<std::vector<ExchangeInfo>> ListExchanges();
+
+  // --- Delayed messages ----------------------------------------------------------------------
+  // One page of `queue`'s delayed messages in delivery order, after (after_deliver_at_ms,
+  // after_message_id); (0, 0) for the first page. `limit` 1..1000.
+  Result<DelayedPage> ListDelayed(const std::string& queue, int64_t after_deliver_at_ms = 0,
+                                  uint64_t after_message_id = 0, uint32_t limit = 100);
+  // True when the message was still waiting and now never will be delivered; false when it
+  // was not waiting in `queue` (delivered already, cancelled before, or never delayed there).
+  Result<bool> CancelDelayed(const std::string& queue, uint64_t message_id);
 
   // --- Users (admins only; kAccessRefused otherwise) -----------------------------------------
   // Creates or replaces a user kept in the broker's store. `password_hash` as made by
@@ -132,10 +144,15 @@ class Client {
   void Ack(uint64_t delivery_tag, bool multiple = false);
   void Nack(uint64_t delivery_tag, bool multiple = false, bool requeue = true);
   void Reject(uint64_t delivery_tag, bool requeue = true);
+  // Nack with requeue after `delay` (a retry with backoff): the message waits in its queue,
+  // invisible, then comes back at the tail with its receive count.
+  void NackWithDelay(uint64_t delivery_tag, std::chrono::milliseconds delay, bool multiple = false);
   // Settle and wait: kUnknownDeliveryTag for a tag that is unknown or already settled.
   Status AckSync(uint64_t delivery_tag, bool multiple = false);
   Status NackSync(uint64_t delivery_tag, bool multiple = false, bool requeue = true);
   Status RejectSync(uint64_t delivery_tag, bool requeue = true);
+  Status NackWithDelaySync(uint64_t delivery_tag, std::chrono::milliseconds delay,
+                           bool multiple = false);
 
   // --- Events -------------------------------------------------------------------------------
   void SetReturnHandler(ReturnHandler handler);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "wharf/message.h"
 
@@ -59,6 +60,25 @@ struct QueueInfo {
   uint64_t published_total = 0;  // enqueued since the broker started
   uint64_t delivered_total = 0;
   uint64_t acked_total = 0;
+  uint64_t delayed = 0;  // routed here, waiting for their delivery time (docs/scheduler.md)
+  int64_t next_delayed_at_ms = 0;  // the earliest of them, Unix ms; 0 = none (or not loaded)
+};
+
+// A message waiting in a queue until its delivery time (Client::ListDelayed).
+struct DelayedInfo {
+  Message message;  // without its body (body_bytes says how long it is)
+  uint64_t body_bytes = 0;
+  int64_t deliver_at_ms = 0;   // Unix ms
+  uint32_t receive_count = 0;  // deliveries before it was delayed (retries)
+  std::string exchange;        // as published
+  std::string routing_key;
+};
+
+// One page of a queue's delayed messages in delivery order. To read the next page, list
+// after the last message's (deliver_at_ms, message.id).
+struct DelayedPage {
+  std::vector<DelayedInfo> messages;
+  bool more = false;  // another page follows
 };
 
 struct ExchangeInfo {

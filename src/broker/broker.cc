@@ -70,6 +70,8 @@ Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* s
       // (and Recover() moves past every id on disk, whatever the clock did).
       next_message_id_(static_cast<uint64_t>(clock->WallMillis()) << 16),
       store_(store) {
+  release_tokens_ = std::max<double>(options_.delay_release_per_second / 10.0, 1.0);
+  release_refilled_at_ = clock_->Now();
   for (auto [name, type] : {std::pair{"amq.direct", ExchangeType::kDirect},
                             {"amq.fanout", ExchangeType::kFanout},
                             {"amq.topic", ExchangeType::kTopic},
@@ -283,7 +285,8 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   bool stored = store_ && spec.durable && !spec.exclusive;
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
   uint64_t store_id = stored ? next_queue_id_++ : 0;
-  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id);
+  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id,
+                                       options_.delay_limits);
   queues_.emplace(spec.name, queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
   if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
@@ -338,6 +341,8 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
     }
   }
   queue->Purge();
+  queue->delayed().Clear();
+  ForgetDelayHead(queue.get());
   queue->deleted = true;
   // One op removes the queue, its bindings, its entries and the bodies only it held.
   if (queue->store_id() != 0) {
@@ -356,7 +361,13 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
     Persist(store::StoreBatch::RemoveRange{queue->store_id(), purged.paged_from_seq,
                                            purged.paged_to_seq});
   }
-  return purged.count;
+  // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
+  uint64_t delayed = queue->delayed().Clear();
+  if (queue->delayed().backed()) {
+    Persist(store::StoreBatch::RemoveAllDelayed{queue->store_id()});
+  }
+  UpdateDelayHead(queue);
+  return purged.count + delayed;
 }
 
 Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
@@ -512,8 +523,28 @@ std::vector<ExchangeInfo> Broker::ListExchanges() const {
 
 Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,
                                        const std::string& routing_key, Message message,
-                                       uint64_t request_id) {
+                                       uint64_t request_id, PublishTiming timing) {
   thread_checker_.Check();
+  const int64_t now_ms = clock_->WallMillis();
+  int64_t due_ms = 0;  // > 0: delayed until then
+  if (timing.delay_ms != 0 || timing.deliver_at_ms != 0) {
+    if (timing.delay_ms != 0 && timing.deliver_at_ms != 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    "a publish may set delay_ms or deliver_at_ms, not both");
+    }
+    if (timing.delay_ms > static_cast<uint64_t>(INT64_MAX - now_ms) ||
+        (options_.max_delay_ms != 0 && timing.delay_ms > options_.max_delay_ms) ||
+        (options_.max_delay_ms != 0 && timing.deliver_at_ms > now_ms &&
+         static_cast<uint64_t>(timing.deliver_at_ms - now_ms) > options_.max_delay_ms)) {
+      return Status(
+          StatusCode::kInvalidArgument,
+          "delivery time is beyond max_delay_ms " +
+              std::to_string(options_.max_delay_ms != 0 ? options_.max_delay_ms : INT64_MAX));
+    }
+    // A relative delay counts from now to the microsecond, rounded up: never early.
+    due_ms = timing.delay_ms != 0 ? DueAfter(timing.delay_ms) : timing.deliver_at_ms;
+    if (due_ms <= now_ms) due_ms = 0;  // a time in the past: deliver at once
+  }
   if (message.body.size() > options_.max_message_bytes) {
     return Status(StatusCode::kMessageTooLarge, "message body of " +
                                                     std::to_string(message.body.size()) +
@@ -547,17 +578,18 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   std::vector<uint8_t> modes(targets.size(), kRam);
   uint32_t references = 0;
   if (store_) {
-    WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent));
+    // A delayed message in a durable queue is always written: its timeline is on disk.
+    WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent || due_ms != 0));
     for (size_t i = 0; i < targets.size(); ++i) {
-      bool page = targets[i]->ShouldPage(options_.page_limits);
-      if (targets[i]->store_id() != 0 && (persistent || page)) {
+      bool page = due_ms == 0 && targets[i]->ShouldPage(options_.page_limits);
+      if (targets[i]->store_id() != 0 && (persistent || page || due_ms != 0)) {
         modes[i] = page ? kPage : kStore;
         ++references;
       }
     }
   }
   message.id = NextMessageId();
-  message.published_at_ms = clock_->WallMillis();
+  message.published_at_ms = now_ms;
   auto envelope =
       std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
   // One stored queue: the message goes inside its entry. Several: written once, referenced.
@@ -568,13 +600,26 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   if (references > 1) Persist(store::StoreBatch::PutMessage{envelope, references});
   for (size_t i = 0; i < targets.size(); ++i) {
     Queue* queue = targets[i];
+    auto it = queues_.find(queue->name());
+    if (due_ms != 0) {
+      // Routed now, visible when due (docs/scheduler.md).
+      DelayKey key{due_ms, envelope->message.id};
+      if (modes[i] != kRam) {
+        Persist(store::StoreBatch::PutDelayed{
+            store::EntryRef{queue->store_id(), 0, envelope->message.id, 0, flags,
+                            inline_entry ? envelope : nullptr},
+            due_ms});
+      }
+      queue->delayed().Add(key, DelayedMessage{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}});
+      if (it != queues_.end()) UpdateDelayHead(it->second);
+      continue;
+    }
     uint64_t seq = queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
     if (modes[i] != kRam) {
       Persist(store::StoreBatch::PutEntry{store::EntryRef{queue->store_id(), seq,
                                                           envelope->message.id, 0, flags,
                                                           inline_entry ? envelope : nullptr}});
     }
-    auto it = queues_.find(queue->name());
     if (it != queues_.end()) ScheduleDispatch(it->second);
   }
   PublishOutcome outcome;
@@ -703,13 +748,28 @@ Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple) {
   return SettleTags(session_id, delivery_tag, multiple, Settle::kAck);
 }
 
-Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue) {
+Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue,
+                    uint64_t delay_ms) {
   thread_checker_.Check();
+  if (delay_ms > 0) {
+    if (!requeue) {
+      return Status(StatusCode::kInvalidArgument, "a nack with delay_ms must also requeue");
+    }
+    if (options_.max_delay_ms != 0 && delay_ms > options_.max_delay_ms) {
+      return Status(StatusCode::kInvalidArgument, "delay_ms " + std::to_string(delay_ms) +
+                                                      " is beyond max_delay_ms " +
+                                                      std::to_string(options_.max_delay_ms));
+    }
+    if (delay_ms > static_cast<uint64_t>(INT64_MAX - clock_->WallMillis())) {
+      return Status(StatusCode::kInvalidArgument, "delay_ms is too large");
+    }
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, delay_ms);
+  }
   return SettleTags(session_id, delivery_tag, multiple, requeue ? Settle::kRequeue : Settle::kDrop);
 }
 
-Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple,
-                          Settle action) {
+Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
+                          uint64_t delay_ms) {
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
   auto& unacked = session->unacked;
@@ -723,7 +783,7 @@ Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multi
     std::vector<InFlight> settled;
     for (auto it = unacked.begin(); it != end; ++it) settled.push_back(std::move(it->second));
     unacked.erase(unacked.begin(), end);
-    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action);
+    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action, delay_ms);
     return Status::Ok();
   }
   auto it = unacked.find(delivery_tag);
@@ -734,11 +794,11 @@ Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multi
   }
   InFlight in_flight = std::move(it->second);
   unacked.erase(it);
-  SettleOne(std::move(in_flight), action);
+  SettleOne(std::move(in_flight), action, delay_ms);
   return Status::Ok();
 }
 
-void Broker::SettleOne(InFlight in_flight, Settle action) {
+void Broker::SettleOne(InFlight in_flight, Settle action, uint64_t delay_ms) {
   Queue& queue = *in_flight.queue;
   --queue.in_flight;
   if (in_flight.consumer) --in_flight.consumer->unacked;
@@ -749,6 +809,12 @@ void Broker::SettleOne(InFlight in_flight, Settle action) {
       break;
     case Settle::kRequeue:
       if (!queue.deleted) queue.Requeue(std::move(in_flight.message));
+      break;
+    case Settle::kRequeueLater:
+      if (!queue.deleted) {
+        DelayDelivered(queue, std::move(in_flight.message), DueAfter(delay_ms));
+        UpdateDelayHead(in_flight.queue);
+      }
       break;
     case Settle::kDrop:
       // Dead-lettering arrives with the delivery lifecycle.
@@ -897,6 +963,8 @@ void Broker::Flush() {
     if (queue->deleted) continue;
     RequestLoad(queue);
   }
+  for (auto& queue : std::exchange(pending_delayed_loads_, {})) RequestDelayedLoad(queue);
+  for (auto& read : std::exchange(pending_reads_, {})) read();
   auto dirty = std::move(dirty_);
   dirty_.clear();
   for (auto& [session_id, peer] : dirty) {
@@ -911,7 +979,10 @@ void Broker::OnTimer() {
   if (load_retry_at_ && *load_retry_at_ <= now) {
     load_retry_at_.reset();
     for (auto& weak : std::exchange(load_retries_, {})) {
-      if (auto queue = weak.lock(); queue && !queue->deleted) ScheduleDispatch(queue);
+      if (auto queue = weak.lock(); queue && !queue->deleted) {
+        ScheduleDispatch(queue);
+        UpdateDelayHead(queue);  // a failed timeline load
+      }
     }
   }
   if (store_probe_at_ && *store_probe_at_ <= now) {
@@ -919,6 +990,7 @@ void Broker::OnTimer() {
     store_probe_at_.reset();
     CommitPending(/*probe=*/true);
   }
+  ReleaseDue();
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
     auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
     receive_deadlines_.erase(receive_deadlines_.begin());
@@ -943,6 +1015,9 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
   if (load_retry_at_ && (!next || *load_retry_at_ < *next)) next = load_retry_at_;
   if (!receive_deadlines_.empty() && (!next || receive_deadlines_.begin()->first < *next)) {
     next = receive_deadlines_.begin()->first;
+  }
+  if (auto release = NextReleaseDeadline(); release && (!next || *release < *next)) {
+    next = release;
   }
   return next;
 }

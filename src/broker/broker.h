@@ -27,9 +27,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -56,6 +58,21 @@ struct BrokerOptions {
   uint32_t load_batch = 2'000;             // paged messages read back per store Load
   // While the store is failing, how often an empty synced commit checks whether it recovered.
   std::chrono::milliseconds store_probe_interval{1000};
+  // Delayed messages (docs/scheduler.md): per durable queue, how many the RAM keeps of the
+  // nearest; how many are read back per load; and how many fall due per second at most, so
+  // that a million due at once cannot starve live traffic.
+  DelayTimeline::Limits delay_limits;
+  uint32_t delay_load_batch = 2'000;
+  uint32_t delay_release_per_second = 100'000;
+  // Delays and delivery times longer than this are refused (0 = no limit).
+  uint64_t max_delay_ms = 0;
+};
+
+// When a published message becomes visible: after `delay_ms`, or at `deliver_at_ms` (Unix
+// ms). Both 0: at once. Setting both is refused.
+struct PublishTiming {
+  uint64_t delay_ms = 0;
+  int64_t deliver_at_ms = 0;
 };
 
 struct PublishOutcome {
@@ -100,7 +117,16 @@ class Broker {
   // its answer through PublishDone once durable (outcome.deferred); 0 = no confirm wanted.
   Result<PublishOutcome> Publish(uint64_t session_id, const std::string& exchange,
                                  const std::string& routing_key, Message message,
-                                 uint64_t request_id = 0);
+                                 uint64_t request_id = 0, PublishTiming timing = {});
+  // Cancels a delayed message of `queue` that is still waiting. On OK the answer comes later
+  // through SessionPeer::CancelDelayedDone, once the removal is on disk; never true for a
+  // message that was (or will be) delivered.
+  Status CancelDelayed(uint64_t session_id, uint64_t request_id, const std::string& queue,
+                       uint64_t message_id);
+  // Lists up to `limit` delayed messages of `queue` after (after_due_ms, after_message_id),
+  // in delivery order; the answer comes through SessionPeer::ListDelayedDone.
+  Status ListDelayed(uint64_t session_id, uint64_t request_id, const std::string& queue,
+                     int64_t after_due_ms, uint64_t after_message_id, uint32_t limit);
   // Returns the consumer tag (generated when `consumer_tag` is empty).
   Result<std::string> Subscribe(uint64_t session_id, const std::string& queue,
                                 std::string consumer_tag, uint32_t prefetch, bool exclusive);
@@ -110,7 +136,10 @@ class Broker {
   Status Receive(uint64_t session_id, uint64_t request_id, const std::string& queue,
                  uint32_t max_messages, uint32_t wait_ms);
   Status Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple);
-  Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue);
+  // With `requeue` and `delay_ms` > 0 the message waits in its queue's timeline (a retry with
+  // backoff, docs/scheduler.md) and comes back at the tail with its receive count.
+  Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue,
+              uint64_t delay_ms = 0);
 
   // --- Driving -------------------------------------------------------------------------------
   // Dispatches every queue touched since the last Flush and flushes every peer with output.
@@ -125,13 +154,15 @@ class Broker {
   }
 
  private:
-  enum class Settle { kAck, kRequeue, kDrop };
+  enum class Settle { kAck, kRequeue, kRequeueLater, kDrop };
 
   Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view name) const;
   Exchange* FindExchange(std::string_view name);
   SessionState* FindSession(uint64_t session_id);
-  Status SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action);
-  void SettleOne(InFlight in_flight, Settle action);
+  // `delay_ms` for kRequeueLater.
+  Status SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
+                    uint64_t delay_ms = 0);
+  void SettleOne(InFlight in_flight, Settle action, uint64_t delay_ms = 0);
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
   void Dispatch(const std::shared_ptr<Queue>& queue);
   Delivery Track(SessionState& session, const std::shared_ptr<Queue>& queue, QueuedMessage message,
@@ -153,6 +184,36 @@ class Broker {
   Status BindExchanges(const BindingSpec& binding, Exchange* source, bool bind);
   uint64_t NextMessageId() { return next_message_id_++; }
 
+  // --- Delayed messages (broker_delay.cc) ---
+  // Puts the queue in the scheduler under its timeline's head (or takes it out), and asks
+  // for a load when the timeline's RAM runs low.
+  void UpdateDelayHead(const std::shared_ptr<Queue>& queue);
+  // Releases messages that are due, in due order across queues, within the release rate.
+  void ReleaseDue();
+  // Now plus `delay_ms`, in Unix ms rounded up (so a message is never released early).
+  int64_t DueAfter(uint64_t delay_ms) const {
+    return (clock_->WallMicros() + 999) / 1000 + static_cast<int64_t>(delay_ms);
+  }
+  // Puts a delivered message back on its queue's timeline until `due_ms` (nack with delay).
+  void DelayDelivered(Queue& queue, QueuedMessage message, int64_t due_ms);
+  // Moves one due message to the tail of its queue's ready messages.
+  void ReleaseOne(Queue& queue, DelayKey key, DelayedMessage message);
+  void RequestDelayedLoad(const std::shared_ptr<Queue>& queue);
+  void OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
+                       Result<std::vector<store::LoadedMessage>> loaded);
+  // Cancels the message if its queue's timeline holds it in RAM; `sync`: the removal must be
+  // synced before the answer.
+  bool CancelInRam(const std::shared_ptr<Queue>& queue, uint64_t message_id, bool* sync);
+  // The store found (or not) a delayed message for CancelDelayed.
+  void OnDelayedFound(uint64_t session_id, uint64_t request_id, const std::weak_ptr<Queue>& weak,
+                      uint64_t generation, uint64_t message_id,
+                      Result<std::optional<store::DelayedRef>> found);
+  // Answers a CancelDelayed once what it changed is on disk.
+  void FinishCancel(uint64_t session_id, uint64_t request_id, bool cancelled, bool sync);
+  void ForgetDelayHead(Queue* queue);
+  // When the scheduler must run next, as a steady deadline.
+  std::optional<SteadyTime> NextReleaseDeadline() const;
+
   // --- Store ---
   struct PendingConfirm {
     uint64_t session_id;
@@ -171,7 +232,7 @@ class Broker {
   Status CheckStore(const std::vector<Queue*>& targets, bool persistent) const;
   void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
-  void OnCounted(uint64_t queue_id, uint64_t count);
+  void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count);
   // Bodies per load: a quarter of the RAM a queue may hold before it pages.
   uint64_t LoadBytes() const { return std::max<uint64_t>(options_.page_limits.max_bytes / 4, 1); }
   // kStoreUnavailable/kStoreFull when `persisted` and the store is failing: a durable change
@@ -209,6 +270,15 @@ class Broker {
   std::vector<std::shared_ptr<Queue>> pending_loads_;    // issued after the flush's commit
   std::vector<std::shared_ptr<Queue>> delivered_marks_;  // queues with new first deliveries
   std::vector<std::weak_ptr<Queue>> load_retries_;       // loads that failed
+  // The scheduler: each queue with delayed messages in RAM, under its earliest due time.
+  std::set<std::pair<int64_t, Queue*>> delay_heads_;
+  std::vector<std::shared_ptr<Queue>> pending_delayed_loads_;  // issued after the commit
+  std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
+  // Run once the commit of the current batch completes (with its status).
+  std::vector<std::function<void(const Status&)>> after_commit_;
+  double release_tokens_ = 0;  // the release rate's bucket
+  SteadyTime release_refilled_at_{};
+  bool release_backlog_ = false;  // due messages wait for tokens
   std::optional<SteadyTime> load_retry_at_;
   uint64_t run_start_id_ = 0;  // first message id of this run
 };

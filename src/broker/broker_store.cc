@@ -19,7 +19,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
   }
   uint64_t messages = 0;
   for (const store::StoredQueue& stored : state.queues) {
-    auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id);
+    auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id, options_.delay_limits);
     queue->Restore(stored.first_seq, stored.next_seq);
     queue->NoteDelivered(stored.delivered_through);
     // New messages must come after the delivery mark, or they would count as delivered.
@@ -29,6 +29,11 @@ Status Broker::Recover(const store::RecoveredState& state) {
     if (queue->paged() > 0) {
       ScheduleDispatch(queue);  // loads the head
       ++counts_in_flight_;      // one count per non-empty queue (CountRecoveredQueues)
+    }
+    if (stored.has_delayed) {
+      queue->delayed().RestoreFromDisk();
+      UpdateDelayHead(queue);  // loads the timeline's head
+      ++counts_in_flight_;
     }
   }
   uint64_t skipped = 0;
@@ -44,6 +49,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
   for (uint64_t orphan : state.orphaned_queue_ids) {
     spdlog::warn("recovery: removing the entries of deleted queue id {}", orphan);
     Persist(store::StoreBatch::RemoveRange{orphan, 0, UINT64_MAX});
+    Persist(store::StoreBatch::RemoveAllDelayed{orphan});
   }
   spdlog::info("recovered {} exchanges, {} queues holding at most {} messages, {} bindings",
                state.exchanges.size(), state.queues.size(), messages,
@@ -52,8 +58,9 @@ Status Broker::Recover(const store::RecoveredState& state) {
   // them was on disk only because its queue paged, and is dropped when loaded.
   run_start_id_ = next_message_id_;
   if (store_ && !state.queues.empty()) {
-    store_->CountRecoveredQueues(
-        [this](uint64_t queue_id, uint64_t count) { OnCounted(queue_id, count); });
+    store_->CountRecoveredQueues([this](uint64_t queue_id, store::CountKind kind, uint64_t count) {
+      OnCounted(queue_id, kind, count);
+    });
   }
   // From here on the broker belongs to the thread that serves.
   thread_checker_.Detach();
@@ -95,15 +102,20 @@ void Broker::CommitPending(bool probe) {
       Persist(store::StoreBatch::MarkDelivered{queue->store_id(), queue->delivered_through()});
     }
   }
-  if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty())) return;
+  if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty() && after_commit_.empty())) {
+    return;
+  }
   ++commits_in_flight_;
   store_->Commit(std::move(batch_), batch_sync_ || probe,
-                 [this, confirms = std::move(pending_confirms_)](Status status) mutable {
+                 [this, confirms = std::move(pending_confirms_),
+                  after = std::move(after_commit_)](Status status) mutable {
                    OnCommitted(std::move(confirms), status);
+                   for (auto& fn : after) fn(status);
                  });
   batch_ = store::StoreBatch();
   batch_sync_ = false;
   pending_confirms_.clear();
+  after_commit_.clear();
 }
 
 void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& status) {
@@ -140,11 +152,20 @@ void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
                });
 }
 
-void Broker::OnCounted(uint64_t queue_id, uint64_t count) {
+void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count) {
   thread_checker_.Check();
   if (counts_in_flight_ > 0) --counts_in_flight_;
   for (auto& [name, queue] : queues_) {
     if (queue->store_id() != queue_id) continue;
+    if (kind == store::CountKind::kDelayed) {
+      if (count == store::kCountUnknown) {
+        spdlog::warn("queue={} delayed messages could not be counted; shown as loaded", name);
+      } else if (queue->delayed().count_estimated()) {
+        queue->delayed().SetRecoveredCount(count);
+        spdlog::info("queue={} counted {} delayed messages at recovery", name, count);
+      }
+      return;
+    }
     if (count == store::kCountUnknown) {
       spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
                    name);

@@ -11,7 +11,8 @@ bool Expired(const QueuedMessage& m, int64_t now_wall_ms) {
 
 }  // namespace
 
-uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page) {
+uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
+                        uint32_t receive_count) {
   uint64_t seq = next_seq_++;
   ++published_total;
   if (page) {
@@ -20,7 +21,7 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
     return seq;
   }
   ram_bytes_ += envelope->message.body.size();
-  ready_.push_back(QueuedMessage{std::move(envelope), seq, 0, stored, store_flags});
+  ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags});
   return seq;
 }
 
@@ -121,6 +122,8 @@ QueueInfo Queue::Info() const {
   info.published_total = published_total;
   info.delivered_total = delivered_total;
   info.acked_total = acked_total;
+  info.delayed = delayed_.size();
+  if (auto head = delayed_.head_due()) info.next_delayed_at_ms = *head;
   return info;
 }
 

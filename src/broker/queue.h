@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/delay_timeline.h"
 #include "broker/envelope.h"
 #include "common/clock.h"
 #include "wharf/types.h"
@@ -85,8 +86,12 @@ class Queue {
  public:
   // `store_id` is the queue's id in the message store; 0 when it is not stored (transient or
   // exclusive queues).
-  Queue(QueueSpec spec, uint64_t owner_session_id, uint64_t store_id = 0)
-      : spec_(std::move(spec)), owner_session_id_(owner_session_id), store_id_(store_id) {}
+  Queue(QueueSpec spec, uint64_t owner_session_id, uint64_t store_id = 0,
+        DelayTimeline::Limits delay_limits = {})
+      : spec_(std::move(spec)),
+        owner_session_id_(owner_session_id),
+        store_id_(store_id),
+        delayed_(store_id != 0, delay_limits) {}
 
   const std::string& name() const { return spec_.name; }
   const QueueSpec& spec() const { return spec_; }
@@ -100,7 +105,8 @@ class Queue {
   }
   // Appends a message and returns its sequence number. With `page` it is counted, not kept:
   // the caller has written it to the store.
-  uint64_t Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page);
+  uint64_t Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
+                   uint32_t receive_count = 0);
   void Enqueue(EnvelopePtr envelope) { Enqueue(std::move(envelope), false, 0, false); }
   void Requeue(QueuedMessage message);
   // Takes the next message in RAM, moving expired ones to `expired`. nullopt when none is in
@@ -143,6 +149,14 @@ class Queue {
   bool loading = false;                 // a Load is in flight
   uint64_t load_generation = 0;         // bumped by Purge: a Load started before is stale
 
+  // --- Delayed messages (docs/scheduler.md) ---
+  DelayTimeline& delayed() { return delayed_; }
+  const DelayTimeline& delayed() const { return delayed_; }
+  // The due time under which the broker's scheduler has this queue; nullopt when it is not
+  // in the scheduler (nothing delayed in RAM).
+  std::optional<int64_t> scheduled_due;
+  bool delayed_load_pending = false;  // in Broker::pending_delayed_loads_
+
   // Subscriptions, served round-robin.
   std::vector<std::shared_ptr<Consumer>>& consumers() { return consumers_; }
   size_t& next_consumer() { return next_consumer_; }
@@ -178,6 +192,7 @@ class Queue {
   size_t next_consumer_ = 0;
   std::deque<PullWaiter> waiters_;
   std::vector<BindingSpec> bindings_;
+  DelayTimeline delayed_;
 };
 
 }  // namespace wharf::broker

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "broker/envelope.h"
+#include "wharf/result.h"
 #include "wharf/status.h"
 #include "wharf/types.h"
 
@@ -30,6 +31,9 @@ class SessionPeer {
   // message is on disk, or the store's error (the message is then not confirmed).
   virtual void PublishDone(uint64_t request_id, const PublishResult& result,
                            const Status& status) = 0;
+  // Answers to CancelDelayed (true: it was pending and is cancelled) and ListDelayed.
+  virtual void CancelDelayedDone(uint64_t request_id, const Result<bool>& result) = 0;
+  virtual void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
   virtual void Flush() = 0;
   // False while the connection has too much output waiting: the broker then holds push

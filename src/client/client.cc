@@ -500,6 +500,34 @@ Result<std::vector<QueueInfo>> Client::ListQueues(const std::string& prefix) {
   return out;
 }
 
+Result<DelayedPage> Client::ListDelayed(const std::string& queue, int64_t after_deliver_at_ms,
+                                        uint64_t after_message_id, uint32_t limit) {
+  pb::Frame frame;
+  auto* list = frame.mutable_list_delayed();
+  list->set_queue(queue);
+  list->set_after_deliver_at_ms(after_deliver_at_ms);
+  list->set_after_message_id(after_message_id);
+  list->set_limit(limit);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  DelayedPage page;
+  for (const auto& m : reply->list_delayed_ok().messages()) {
+    WHARF_ASSIGN_OR_RETURN(auto info, protocol::FromWire(m));
+    page.messages.push_back(std::move(info));
+  }
+  page.more = reply->list_delayed_ok().more();
+  return page;
+}
+
+Result<bool> Client::CancelDelayed(const std::string& queue, uint64_t message_id) {
+  pb::Frame frame;
+  frame.mutable_cancel_delayed()->set_queue(queue);
+  frame.mutable_cancel_delayed()->set_message_id(message_id);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return reply->cancel_delayed_ok().cancelled();
+}
+
 Result<std::vector<ExchangeInfo>> Client::ListExchanges() {
   pb::Frame frame;
   frame.mutable_list_exchanges();
@@ -551,6 +579,8 @@ pb::Frame PublishFrame(const std::string& exchange, const std::string& routing_k
   p->set_exchange(exchange);
   p->set_routing_key(routing_key);
   p->set_mandatory(options.mandatory);
+  p->set_delay_ms(options.delay_ms);
+  p->set_deliver_at_ms(options.deliver_at_ms);
   protocol::ToWire(message, p->mutable_message());
   return frame;
 }
@@ -688,6 +718,16 @@ void Client::Ack(uint64_t tag, bool multiple) {
 void Client::Nack(uint64_t tag, bool multiple, bool requeue) {
   pb::Frame frame = SettleFrame(1, tag, multiple, requeue);
   impl_->Send(frame, nullptr);
+}
+void Client::NackWithDelay(uint64_t tag, std::chrono::milliseconds delay, bool multiple) {
+  pb::Frame frame = SettleFrame(1, tag, multiple, true);
+  frame.mutable_nack()->set_delay_ms(static_cast<uint64_t>(std::max<int64_t>(delay.count(), 0)));
+  impl_->Send(frame, nullptr);
+}
+Status Client::NackWithDelaySync(uint64_t tag, std::chrono::milliseconds delay, bool multiple) {
+  pb::Frame frame = SettleFrame(1, tag, multiple, true);
+  frame.mutable_nack()->set_delay_ms(static_cast<uint64_t>(std::max<int64_t>(delay.count(), 0)));
+  return impl_->CallStatus(std::move(frame));
 }
 void Client::Reject(uint64_t tag, bool requeue) {
   pb::Frame frame = SettleFrame(2, tag, false, requeue);

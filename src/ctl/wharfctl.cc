@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/password.h"
@@ -22,7 +25,7 @@ Without --user, wharfctl logs in as the built-in loopback user (guest).
 Default server: 127.0.0.1:5680.
 
 Commands:
-  queues [--prefix P] [--json]          list queues (ready, in flight, consumers)
+  queues [--prefix P] [--json]          list queues (ready, delayed, in flight, consumers)
   exchanges [--json]                    list exchanges
   declare-queue NAME [--transient] [--exclusive] [--auto-delete]
   delete-queue NAME [--if-unused] [--if-empty]
@@ -36,11 +39,16 @@ Commands:
                                         route what SOURCE matches on into exchange DESTINATION
   unbind-exchange DESTINATION SOURCE [KEY] [--header K=V]... [--match all|any]
   publish EXCHANGE ROUTING_KEY [BODY] [--persistent] [--mandatory] [--header K=V]...
-          [--count N] [--content-type T] [--ttl MS]
-                                        BODY '-' or absent: read it from stdin
+          [--count N] [--content-type T] [--ttl MS] [--delay MS | --deliver-at TIME]
+                                        BODY '-' or absent: read it from stdin; TIME is Unix
+                                        ms or UTC like 2027-01-31T08:00:00Z
   consume QUEUE [--count N] [--wait SECONDS] [--requeue] [--json]
                                         take up to N messages (default 1), print and ack them
                                         (--requeue: nack them back instead)
+  delayed list QUEUE [-n N] [--after DUE_MS:ID] [--json]
+                                        delayed messages of QUEUE, soonest first, N per page
+                                        (default 20); --after continues from a listed one
+  delayed cancel QUEUE ID               cancel a delayed message (ID in hex, as published)
   users [--json]                        list users (admins only)
   add-user NAME [--admin] [--new-password P]
                                         create or replace a user kept by the broker (admins
@@ -57,9 +65,9 @@ struct Args {
   std::vector<std::string> headers;            // --header K=V, repeatable
 };
 
-const std::vector<std::string> kValueOptions = {"--prefix", "--alternate",   "--match",
-                                                "--count",  "--wait",        "--content-type",
-                                                "--ttl",    "--new-password"};
+const std::vector<std::string> kValueOptions = {
+    "--prefix", "--alternate",    "--match", "--count",      "--wait", "--content-type",
+    "--ttl",    "--new-password", "--delay", "--deliver-at", "-n",     "--after"};
 
 bool ParseArgs(const std::vector<std::string>& in, Args* out, std::string* error) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -150,6 +158,115 @@ int HashPassword(const Args& args) {
   return 0;
 }
 
+// Unix ms, or YYYY-MM-DDTHH:MM:SS[.mmm]Z (UTC).
+std::optional<int64_t> ParseTime(const std::string& text) {
+  char* end = nullptr;
+  long long ms = std::strtoll(text.c_str(), &end, 10);
+  if (!text.empty() && end && *end == '\0') return ms;
+  std::tm tm{};
+  int millis = 0;
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest) return std::nullopt;
+  if (*rest == '.') {
+    char* after = nullptr;
+    millis = static_cast<int>(std::strtol(rest + 1, &after, 10));
+    if (after != rest + 4) return std::nullopt;
+    rest = after;
+  }
+  if (std::string_view(rest) != "Z") return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
+}
+
+std::string FormatTime(int64_t ms) {
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms % 1000));
+  return out;
+}
+
+std::optional<uint64_t> ParseMessageId(std::string text) {
+  if (text.starts_with("0x")) text = text.substr(2);
+  if (text.empty() || text.size() > 16) return std::nullopt;
+  char* end = nullptr;
+  unsigned long long id = std::strtoull(text.c_str(), &end, 16);
+  if (!end || *end != '\0') return std::nullopt;
+  return id;
+}
+
+int Delayed(wharf::Client& client, const Args& args) {
+  const auto& p = args.positional;
+  if (p.size() < 2 || (p[0] != "list" && p[0] != "cancel")) {
+    return Usage("delayed needs 'list QUEUE' or 'cancel QUEUE ID'");
+  }
+  const std::string& queue = p[1];
+  if (p[0] == "cancel") {
+    if (p.size() < 3) return Usage("delayed cancel needs QUEUE ID");
+    auto id = ParseMessageId(p[2]);
+    if (!id) return Usage("message id '" + p[2] + "' is not a hex id like 0190a3c5e2f40001");
+    auto cancelled = client.CancelDelayed(queue, *id);
+    if (!cancelled.ok()) return Refused(cancelled.status());
+    if (!*cancelled) {
+      std::fprintf(stderr,
+                   "wharfctl: message %016llx is not waiting in queue '%s' (delivered already, "
+                   "cancelled before, or not delayed there)\n",
+                   static_cast<unsigned long long>(*id), queue.c_str());
+      return 1;
+    }
+    std::printf("cancelled message %016llx in queue '%s'\n", static_cast<unsigned long long>(*id),
+                queue.c_str());
+    return 0;
+  }
+  uint32_t limit = args.options.count("-n") ? std::stoul(args.options.at("-n")) : 20;
+  int64_t after_due = 0;
+  uint64_t after_id = 0;
+  if (args.options.count("--after")) {
+    const std::string& after = args.options.at("--after");
+    size_t colon = after.find(':');
+    auto id = colon == std::string::npos ? std::nullopt : ParseMessageId(after.substr(colon + 1));
+    if (!id) return Usage("--after needs DUE_MS:ID, as the last line of a listing shows");
+    after_due = std::stoll(after.substr(0, colon));
+    after_id = *id;
+  }
+  auto page = client.ListDelayed(queue, after_due, after_id, limit);
+  if (!page.ok()) return Refused(page.status());
+  if (args.flags.count("--json")) {
+    std::string out = "{\"messages\":[";
+    for (size_t i = 0; i < page->messages.size(); ++i) {
+      const auto& m = page->messages[i];
+      char id[24];
+      std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(m.message.id));
+      out += (i ? ",\n " : "") + std::string("{\"message_id\":\"") + id +
+             "\",\"deliver_at_ms\":" + std::to_string(m.deliver_at_ms) +
+             ",\"deliver_at\":" + JsonString(FormatTime(m.deliver_at_ms)) +
+             ",\"body_bytes\":" + std::to_string(m.body_bytes) +
+             ",\"persistent\":" + (m.message.persistent ? "true" : "false") +
+             ",\"receive_count\":" + std::to_string(m.receive_count) +
+             ",\"exchange\":" + JsonString(m.exchange) +
+             ",\"routing_key\":" + JsonString(m.routing_key) + "}";
+    }
+    out += std::string("],\"more\":") + (page->more ? "true" : "false") + "}";
+    std::puts(out.c_str());
+    return 0;
+  }
+  std::printf("%-16s  %-24s %10s  %s\n", "MESSAGE_ID", "DELIVER_AT (UTC)", "BYTES", "ROUTING_KEY");
+  for (const auto& m : page->messages) {
+    std::printf("%016llx  %-24s %10llu  %s\n", static_cast<unsigned long long>(m.message.id),
+                FormatTime(m.deliver_at_ms).c_str(), static_cast<unsigned long long>(m.body_bytes),
+                m.routing_key.c_str());
+  }
+  if (page->more && !page->messages.empty()) {
+    const auto& last = page->messages.back();
+    std::printf("more: wharfctl delayed list %s --after %lld:%016llx\n", queue.c_str(),
+                static_cast<long long>(last.deliver_at_ms),
+                static_cast<unsigned long long>(last.message.id));
+  }
+  return 0;
+}
+
 int ListQueues(wharf::Client& client, const Args& args) {
   auto queues =
       client.ListQueues(args.options.count("--prefix") ? args.options.at("--prefix") : "");
@@ -164,6 +281,8 @@ int ListQueues(wharf::Client& client, const Args& args) {
              ",\"auto_delete\":" + (q.auto_delete ? "true" : "false") +
              ",\"ready\":" + std::to_string(q.ready) +
              ",\"in_flight\":" + std::to_string(q.in_flight) +
+             ",\"delayed\":" + std::to_string(q.delayed) +
+             ",\"next_delayed_at_ms\":" + std::to_string(q.next_delayed_at_ms) +
              ",\"consumers\":" + std::to_string(q.consumers) +
              ",\"published_total\":" + std::to_string(q.published_total) +
              ",\"delivered_total\":" + std::to_string(q.delivered_total) +
@@ -172,13 +291,15 @@ int ListQueues(wharf::Client& client, const Args& args) {
     std::puts((out + "]").c_str());
     return 0;
   }
-  std::printf("%-32s %10s %10s %10s  %s\n", "NAME", "READY", "IN_FLIGHT", "CONSUMERS", "FLAGS");
+  std::printf("%-32s %10s %10s %10s %10s  %s\n", "NAME", "READY", "DELAYED", "IN_FLIGHT",
+              "CONSUMERS", "FLAGS");
   for (const auto& q : *queues) {
     std::string flags = q.durable ? "durable" : "transient";
     if (q.exclusive) flags += ",exclusive";
     if (q.auto_delete) flags += ",auto-delete";
-    std::printf("%-32s %10llu %10llu %10u  %s\n", q.name.c_str(),
+    std::printf("%-32s %10llu %10llu %10llu %10u  %s\n", q.name.c_str(),
                 static_cast<unsigned long long>(q.ready),
+                static_cast<unsigned long long>(q.delayed),
                 static_cast<unsigned long long>(q.in_flight), q.consumers, flags.c_str());
   }
   return 0;
@@ -254,6 +375,12 @@ int Publish(wharf::Client& client, const Args& args) {
   }
   wharf::PublishOptions options;
   options.mandatory = args.flags.count("--mandatory") > 0;
+  if (args.options.count("--delay")) options.delay_ms = std::stoull(args.options.at("--delay"));
+  if (args.options.count("--deliver-at")) {
+    auto at = ParseTime(args.options.at("--deliver-at"));
+    if (!at) return Usage("--deliver-at needs Unix ms or a UTC time like 2027-01-31T08:00:00Z");
+    options.deliver_at_ms = *at;
+  }
   bool returned = false;
   client.SetReturnHandler([&returned](wharf::ReturnedMessage r) {
     returned = true;
@@ -432,6 +559,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
     return 0;
   }
   if (command == "publish") return Publish(client, args);
+  if (command == "delayed") return Delayed(client, args);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");
 }

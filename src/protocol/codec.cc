@@ -147,6 +147,8 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_published_total(info.published_total);
   out->set_delivered_total(info.delivered_total);
   out->set_acked_total(info.acked_total);
+  out->set_delayed(info.delayed);
+  out->set_next_delayed_at_ms(info.next_delayed_at_ms);
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -161,6 +163,31 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.published_total = in.published_total();
   info.delivered_total = in.delivered_total();
   info.acked_total = in.acked_total();
+  info.delayed = in.delayed();
+  info.next_delayed_at_ms = in.next_delayed_at_ms();
+  return info;
+}
+
+void ToWire(const DelayedInfo& info, wire::DelayedMessage* out) {
+  ToWire(info.message, out->mutable_message());
+  out->set_body_bytes(info.body_bytes);
+  out->set_deliver_at_ms(info.deliver_at_ms);
+  out->set_receive_count(info.receive_count);
+  out->set_exchange(info.exchange);
+  out->set_routing_key(info.routing_key);
+}
+
+Result<DelayedInfo> FromWire(const wire::DelayedMessage& in) {
+  DelayedInfo info;
+  Headers headers;
+  WHARF_RETURN_IF_ERROR(FromWire(in.message().headers(), &headers));
+  wire::Message message = in.message();
+  info.message = MoveFromWire(&message);
+  info.body_bytes = in.body_bytes();
+  info.deliver_at_ms = in.deliver_at_ms();
+  info.receive_count = in.receive_count();
+  info.exchange = in.exchange();
+  info.routing_key = in.routing_key();
   return info;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "wharf/message.h"
+#include "wharf/result.h"
 #include "wharf/status.h"
 #include "wharf/types.h"
 #include "wharf/wire/v1/frame.pb.h"
@@ -42,6 +43,8 @@ std::optional<ExchangeType> FromWire(wire::ExchangeType type);
 
 void ToWire(const QueueInfo& info, wire::QueueInfo* out);
 QueueInfo FromWire(const wire::QueueInfo& in);
+void ToWire(const DelayedInfo& info, wire::DelayedMessage* out);
+Result<DelayedInfo> FromWire(const wire::DelayedMessage& in);
 void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out);
 ExchangeInfo FromWire(const wire::ExchangeInfo& in);
 

@@ -57,8 +57,9 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 }
 
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
-  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root, {"server", "limits", "store", "auth"}));
-  for (const char* section : {"server", "limits", "store", "auth"}) {
+  WHARF_RETURN_IF_ERROR(
+      CheckKeys(path, "top level", root, {"server", "limits", "store", "scheduler", "auth"}));
+  for (const char* section : {"server", "limits", "store", "scheduler", "auth"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -104,6 +105,20 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &options->page_max_messages));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "page_max_bytes", 1u << 10, 64ull << 30,
                                             &options->page_max_bytes));
+  }
+  if (root.contains("scheduler")) {
+    const toml::value& scheduler = root.at("scheduler");
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "scheduler", scheduler,
+                  {"release_per_second", "ram_messages", "ram_bytes", "max_delay_ms"}));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, scheduler, "release_per_second", 1, 10'000'000,
+                                            &options->release_per_second));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, scheduler, "ram_messages", 16, 100'000'000,
+                                            &options->delay_ram_messages));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, scheduler, "ram_bytes", 64u << 10, 64ull << 30,
+                                            &options->delay_ram_bytes));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint64_t>(path, scheduler, "max_delay_ms", 0, INT64_MAX, &options->max_delay_ms));
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");

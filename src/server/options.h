@@ -33,6 +33,11 @@ struct ServerOptions {
   uint64_t store_min_blob_bytes = 0;             // bodies this large go to blob files; 0 = off
   uint64_t page_max_messages = 50'000;           // per durable queue in RAM, then it pages
   uint64_t page_max_bytes = 32u << 20;           // body bytes per durable queue in RAM
+  // [scheduler]: delayed messages (docs/scheduler.md).
+  uint32_t release_per_second = 100'000;  // most delayed messages that fall due per second
+  uint64_t delay_ram_messages = 10'000;   // per durable queue: the nearest kept in RAM
+  uint64_t delay_ram_bytes = 8u << 20;
+  uint64_t max_delay_ms = 0;  // longer delays are refused; 0 = no limit
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).

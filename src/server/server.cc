@@ -48,6 +48,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   broker_options.max_message_bytes = options.max_message_bytes;
   broker_options.page_limits.max_messages = options.page_max_messages;
   broker_options.page_limits.max_bytes = options.page_max_bytes;
+  broker_options.delay_release_per_second = options.release_per_second;
+  broker_options.delay_limits.max_messages = options.delay_ram_messages;
+  broker_options.delay_limits.max_bytes = options.delay_ram_bytes;
+  broker_options.max_delay_ms = options.max_delay_ms;
   server->broker_ =
       std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
   WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));

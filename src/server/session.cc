@@ -206,6 +206,8 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kAck:
     case wire::Frame::kNack:
     case wire::Frame::kReject:
+    case wire::Frame::kListDelayed:
+    case wire::Frame::kCancelDelayed:
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
@@ -486,8 +488,9 @@ void Session::HandleRequest(Request& request) {
       return;
     case wire::Frame::kPublish: {
       const auto& publish = frame.publish();
-      auto outcome = broker.Publish(id_, publish.exchange(), publish.routing_key(),
-                                    std::move(request.message), rid);
+      auto outcome =
+          broker.Publish(id_, publish.exchange(), publish.routing_key(), std::move(request.message),
+                         rid, broker::PublishTiming{publish.delay_ms(), publish.deliver_at_ms()});
       if (!outcome.ok()) return ReplyStatus(rid, outcome.status());
       if (outcome->deferred) return;  // PublishDone answers once it is on disk
       if (publish.mandatory() && outcome->result.routed_queues == 0) {
@@ -511,12 +514,26 @@ void Session::HandleRequest(Request& request) {
     }
     case wire::Frame::kNack: {
       const auto& nack = frame.nack();
-      return ReplyStatus(rid,
-                         broker.Nack(id_, nack.delivery_tag(), nack.multiple(), nack.requeue()));
+      return ReplyStatus(rid, broker.Nack(id_, nack.delivery_tag(), nack.multiple(), nack.requeue(),
+                                          nack.delay_ms()));
     }
     case wire::Frame::kReject: {
       const auto& reject = frame.reject();
       return ReplyStatus(rid, broker.Nack(id_, reject.delivery_tag(), false, reject.requeue()));
+    }
+    case wire::Frame::kListDelayed: {
+      const auto& list = frame.list_delayed();
+      // The answer comes through ListDelayedDone.
+      Status s = broker.ListDelayed(id_, rid, list.queue(), list.after_deliver_at_ms(),
+                                    list.after_message_id(), list.limit());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kCancelDelayed: {
+      const auto& cancel = frame.cancel_delayed();
+      Status s = broker.CancelDelayed(id_, rid, cancel.queue(), cancel.message_id());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
     }
     case wire::Frame::kSubscribe: {
       const auto& sub = frame.subscribe();
@@ -704,6 +721,22 @@ void Session::PublishDone(uint64_t request_id, const PublishResult& result, cons
   wire::Frame reply;
   reply.mutable_publish_ok()->set_message_id(result.message_id);
   reply.mutable_publish_ok()->set_routed_queues(result.routed_queues);
+  Reply(request_id, std::move(reply));
+}
+
+void Session::CancelDelayedDone(uint64_t request_id, const Result<bool>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_cancel_delayed_ok()->set_cancelled(*result);
+  Reply(request_id, std::move(reply));
+}
+
+void Session::ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  auto* ok = reply.mutable_list_delayed_ok();
+  for (const DelayedInfo& info : result->messages) protocol::ToWire(info, ok->add_messages());
+  ok->set_more(result->more);
   Reply(request_id, std::move(reply));
 }
 

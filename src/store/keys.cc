@@ -79,4 +79,44 @@ std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
                     static_cast<uint8_t>(value[12])};
 }
 
+namespace {
+uint64_t OrderedTime(int64_t ms) { return static_cast<uint64_t>(ms) ^ (uint64_t{1} << 63); }
+int64_t TimeFromOrdered(uint64_t v) { return static_cast<int64_t>(v ^ (uint64_t{1} << 63)); }
+}  // namespace
+
+std::string DelayedPrefix(uint64_t queue_id, char kind) {
+  std::string key;
+  key.reserve(25);
+  AppendBigEndian64(&key, queue_id);
+  key.push_back(kind);
+  return key;
+}
+
+std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id) {
+  std::string key = DelayedPrefix(queue_id, kDelayedTimeline);
+  AppendBigEndian64(&key, OrderedTime(due_ms));
+  AppendBigEndian64(&key, message_id);
+  return key;
+}
+
+std::optional<DelayedKeyParts> ParseDelayedKey(std::string_view key) {
+  if (key.size() != 25 || key[8] != kDelayedTimeline) return std::nullopt;
+  return DelayedKeyParts{ReadBigEndian64(key), TimeFromOrdered(ReadBigEndian64(key.substr(9))),
+                         ReadBigEndian64(key.substr(17))};
+}
+
+std::string DelayedIndexKey(uint64_t queue_id, uint64_t message_id) {
+  std::string key = DelayedPrefix(queue_id, kDelayedIndex);
+  AppendBigEndian64(&key, message_id);
+  return key;
+}
+
+std::string EncodeDelayedIndexValue(int64_t due_ms, uint8_t flags) {
+  std::string out;
+  out.reserve(9);
+  AppendLittleEndian64(&out, static_cast<uint64_t>(due_ms));
+  out.push_back(static_cast<char>(flags));
+  return out;
+}
+
 }  // namespace wharf::store

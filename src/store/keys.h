@@ -17,6 +17,12 @@
 //     fixed64be(message-id)               -> MessageRecord
 //   column family "entries"   (one per message per queue: the queues themselves)
 //     fixed64be(queue-id) fixed64be(seq)  -> entry-value
+//   column family "delayed"   (messages routed to a queue and not yet due: the timelines)
+//     fixed64be(queue-id) "T" due(due-ms) fixed64be(message-id) -> entry-value
+//     fixed64be(queue-id) "I" fixed64be(message-id)             -> fixed64le(due-ms) byte(flags)
+//     due(ms) := fixed64be(ms XOR 2^63), so signed times sort in time order. "T" is the
+//     timeline in due order (loaded from its start, listed in pages); "I" finds a message's
+//     due time from its id (cancel). Both are written and removed together.
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags) [MessageRecord]
 //     flags: kEntryInline    the MessageRecord follows in the value (a message in one queue:
 //                            one write to publish it, one to settle it)
@@ -48,11 +54,15 @@ namespace wharf::store {
 // A data directory with a newer version than this is refused: an old wharfd must not guess.
 //
 // History: 1 - first release of the layout. 2 - adds inline entries (kEntryInline) and the
-// "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only.
-inline constexpr int kFormatVersion = 2;
+// "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only. 3 - adds the
+// "delayed" column family; 1 and 2 are upgraded by rewriting "F" (the family starts empty).
+inline constexpr int kFormatVersion = 3;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
+inline constexpr char kColumnDelayed[] = "delayed";
+inline constexpr char kDelayedTimeline = 'T';
+inline constexpr char kDelayedIndex = 'I';
 
 inline constexpr std::string_view kFormatKey = "F";
 inline constexpr std::string_view kNextQueueIdKey = "N";
@@ -93,5 +103,18 @@ inline std::string_view EntryRecordBytes(std::string_view value) {
   return value.size() > 13 ? value.substr(13) : std::string_view();
 }
 std::string DeliveredKey(uint64_t queue_id);
+
+std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);
+struct DelayedKeyParts {
+  uint64_t queue_id = 0;
+  int64_t due_ms = 0;
+  uint64_t message_id = 0;
+};
+std::optional<DelayedKeyParts> ParseDelayedKey(std::string_view key);
+std::string DelayedIndexKey(uint64_t queue_id, uint64_t message_id);
+std::string EncodeDelayedIndexValue(int64_t due_ms, uint8_t flags);
+// fixed64be(queue-id) followed by `kind` ('T' or 'I'): the start of that part of a queue's
+// range; DelayedPrefix(q, kind + 1) is its end.
+std::string DelayedPrefix(uint64_t queue_id, char kind);
 
 }  // namespace wharf::store

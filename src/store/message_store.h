@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -107,9 +108,34 @@ class StoreBatch {
   struct RemoveUser {
     std::string name;
   };
-  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
-                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
-                          RemoveUser, MarkDelivered>;
+  // A message waiting in a queue's timeline until `due_ms` (entry.seq is unused).
+  struct PutDelayed {
+    EntryRef entry;
+    int64_t due_ms;
+  };
+  // Takes a message off a timeline. With `release` its body is released too (cancelled,
+  // purged, dropped); without, the body stays for the PutEntry that moves it to the queue's
+  // ready entries in the same batch (released when due).
+  struct RemoveDelayed {
+    EntryRef entry;
+    int64_t due_ms;
+    bool release;
+  };
+  // Moves a delivered message from the queue's entries back to its timeline until `due_ms`
+  // (a nack with a delay): the entry goes, its body stays (written into the timeline entry
+  // when inline, still referenced when shared).
+  struct DelayEntry {
+    EntryRef entry;  // as written (seq, flags); receive_count and envelope as they are now
+    int64_t due_ms;
+  };
+  // Empties a queue's timeline (purge, or the remains of a deleted queue).
+  struct RemoveAllDelayed {
+    uint64_t queue_id;
+  };
+  using Op =
+      std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange, RemoveExchange,
+                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
+                   MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry, RemoveAllDelayed>;
 
   template <typename T>
   void Add(T op) {
@@ -133,6 +159,7 @@ struct StoredQueue {
   uint64_t next_seq = 1;   // one past the last entry
   // Messages up to this sequence number had been delivered (MarkDelivered); 0 = none.
   uint64_t delivered_through = 0;
+  bool has_delayed = false;  // its timeline is not empty (counted later, like the entries)
   // next_seq - first_seq: an upper bound on the entries (acks leave gaps).
   uint64_t estimated_messages() const { return first_seq == 0 ? 0 : next_seq - first_seq; }
 };
@@ -154,13 +181,23 @@ struct LoadedMessage {
   uint32_t receive_count = 0;
   uint8_t flags = 0;
   EnvelopePtr envelope;  // null when the body is missing (the entry should be removed)
+  int64_t due_ms = 0;    // LoadDelayed only (seq is then 0)
+};
+
+// Where a delayed message is (FindDelayed).
+struct DelayedRef {
+  int64_t due_ms = 0;
+  uint8_t flags = 0;
 };
 
 using CommitCallback = std::function<void(Status)>;
 using LoadCallback = std::function<void(Result<std::vector<LoadedMessage>>)>;
-// (queue id, entries it had at Recover()); called once per recovered non-empty queue, with
-// kCountUnknown when the count could not be finished (the database was reopened meanwhile).
-using CountCallback = std::function<void(uint64_t queue_id, uint64_t entries)>;
+using FindDelayedCallback = std::function<void(Result<std::optional<DelayedRef>>)>;
+enum class CountKind { kEntries, kDelayed };
+// (queue id, what was counted, how many it had at Recover()); called once per recovered
+// non-empty queue and kind, with kCountUnknown when the count could not be finished (the
+// database was reopened meanwhile).
+using CountCallback = std::function<void(uint64_t queue_id, CountKind kind, uint64_t count)>;
 inline constexpr uint64_t kCountUnknown = UINT64_MAX;
 
 class MessageStore {
@@ -181,6 +218,16 @@ class MessageStore {
   // batch committed before the call.
   virtual void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
                     uint64_t max_bytes, LoadCallback done) = 0;
+
+  // Reads up to `limit` (and about `max_bytes`) delayed messages of a queue in due order,
+  // starting at (from_due_ms, from_message_id) inclusive, with their messages. Sees every batch
+  // committed before the call.
+  virtual void LoadDelayed(uint64_t queue_id, int64_t from_due_ms, uint64_t from_message_id,
+                           uint32_t limit, uint64_t max_bytes, LoadCallback done) = 0;
+
+  // Finds a delayed message of a queue by id: nullopt when it is not on the timeline. Sees
+  // every batch committed before the call.
+  virtual void FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) = 0;
 
   // Counts, in the background, the entries each recovered queue had at Recover(), and reports
   // each count through `done`. Loads keep being served meanwhile.

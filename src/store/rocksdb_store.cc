@@ -14,6 +14,7 @@
 #include <rocksdb/write_buffer_manager.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "store/keys.h"
@@ -157,6 +158,7 @@ Status RocksDbStore::OpenDb() {
       {rocksdb::kDefaultColumnFamilyName, meta},
       {kColumnMessages, messages},
       {kColumnEntries, entries},
+      {kColumnDelayed, entries},
   };
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
@@ -166,6 +168,7 @@ Status RocksDbStore::OpenDb() {
   meta_ = handles[0];
   messages_ = handles[1];
   entries_ = handles[2];
+  delayed_ = handles[3];
   last_resume_ = std::chrono::steady_clock::now();
   return Status::Ok();
 }
@@ -177,7 +180,7 @@ RocksDbStore::~RocksDbStore() {
     if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
       db_->ReleaseSnapshot(snapshot);
     }
-    for (auto* handle : {meta_, messages_, entries_}) {
+    for (auto* handle : {meta_, messages_, entries_, delayed_}) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
     db_->Close();
@@ -233,17 +236,17 @@ Result<RecoveredState> RocksDbStore::Recover() {
                  kFormatVersion);
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
-  } else if (value == "1") {
-    // Format 2 only adds to format 1 (inline entries, delivery marks): everything of format 1
-    // reads as it is. Mark the directory as format 2 before writing anything of format 2, so
-    // that a format-1 build refuses it instead of misreading it.
+  } else if (value == "1" || value == "2") {
+    // Formats 2 and 3 only add to format 1 (inline entries, delivery marks; the "delayed"
+    // family): everything older reads as it is. Mark the directory as the current format before
+    // writing anything of it, so that an older build refuses it instead of misreading it.
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
                  std::to_string(kFormatVersion));
     if (!s.ok()) return FromRocksDb(s, "cannot upgrade the message store's format");
-    spdlog::warn("store: upgraded {} from storage format 1 to {} (nothing rewritten)",
-                 options_.path, kFormatVersion);
+    spdlog::warn("store: upgraded {} from storage format {} to {} (nothing rewritten)",
+                 options_.path, value, kFormatVersion);
   } else if (value != std::to_string(kFormatVersion)) {
     return Status(StatusCode::kStoreUnavailable,
                   "the message store at " + options_.path + " has storage format " + value +
@@ -342,13 +345,43 @@ Result<RecoveredState> RocksDbStore::Recover() {
     if (!last || last->queue_id != queue.queue_id) continue;
     queue.first_seq = first->seq;
     queue.next_seq = last->seq + 1;
-    recovered_ranges_.push_back({queue.queue_id, queue.first_seq, queue.next_seq});
+    recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
+                                 EntryKey(queue.queue_id, queue.first_seq),
+                                 EntryKey(queue.queue_id, queue.next_seq)});
+  }
+  // Timelines: whether each has anything; counted later too (the index keys, one per message).
+  std::unique_ptr<rocksdb::Iterator> delayed_it(db_->NewIterator(at_snapshot, delayed_));
+  for (StoredQueue& queue : state.queues) {
+    std::string start = DelayedPrefix(queue.queue_id, kDelayedIndex);
+    delayed_it->Seek(start);
+    if (!delayed_it->Valid() || !delayed_it->key().starts_with(start)) continue;
+    queue.has_delayed = true;
+    recovered_ranges_.push_back({queue.queue_id, CountKind::kDelayed, start,
+                                 DelayedPrefix(queue.queue_id, kDelayedIndex + 1)});
+  }
+  for (delayed_it->SeekToFirst(); delayed_it->Valid();) {
+    if (delayed_it->key().size() < 9) {
+      return Status(StatusCode::kStoreUnavailable, "corrupt delayed message key");
+    }
+    uint64_t queue_id = ReadBigEndian64(std::string_view(delayed_it->key().data(), 8));
+    if (!queue_index.contains(queue_id) &&
+        std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(), queue_id) ==
+            state.orphaned_queue_ids.end()) {
+      state.orphaned_queue_ids.push_back(queue_id);
+    }
+    if (queue_id == UINT64_MAX) break;
+    delayed_it->Seek(DelayedPrefix(queue_id + 1, 0));
+  }
+  if (!delayed_it->status().ok()) {
+    return FromRocksDb(delayed_it->status(), "cannot read the delayed messages");
   }
   // Entries of queue ids without a queue record: one seek per distinct id.
   for (it->SeekToFirst(); it->Valid();) {
     auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
     if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
-    if (!queue_index.contains(parts->queue_id)) {
+    if (!queue_index.contains(parts->queue_id) &&
+        std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(),
+                  parts->queue_id) == state.orphaned_queue_ids.end()) {
       state.orphaned_queue_ids.push_back(parts->queue_id);
     }
     if (parts->queue_id == UINT64_MAX) break;
@@ -403,6 +436,35 @@ void RocksDbStore::Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, u
   post_([done = std::move(done)] { done(ShuttingDown()); });
 }
 
+void RocksDbStore::LoadDelayed(uint64_t queue_id, int64_t from_due_ms, uint64_t from_message_id,
+                               uint32_t limit, uint64_t max_bytes, LoadCallback done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      LoadRequest load{queue_id, 0, 0, limit, max_bytes, std::move(done)};
+      load.delayed = true;
+      load.from_due = from_due_ms;
+      load.from_id = from_message_id;
+      requests_.emplace_back(std::move(load));
+      cv_.notify_one();
+      return;
+    }
+  }
+  post_([done = std::move(done)] { done(ShuttingDown()); });
+}
+
+void RocksDbStore::FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      requests_.emplace_back(FindRequest{queue_id, message_id, std::move(done)});
+      cv_.notify_one();
+      return;
+    }
+  }
+  post_([done = std::move(done)] { done(ShuttingDown()); });
+}
+
 void RocksDbStore::WriterLoop() {
   while (true) {
     std::deque<Request> group;
@@ -416,7 +478,7 @@ void RocksDbStore::WriterLoop() {
     rocksdb::WriteBatch wb;
     bool sync = false;
     size_t commits = 0;
-    std::vector<LoadRequest> loads;
+    std::vector<ReadJob> loads;  // loads and finds: they must see this group's writes
     group_max_id_ = 0;
     PlanGroup(group);
     Status status = error_;
@@ -425,8 +487,10 @@ void RocksDbStore::WriterLoop() {
         ++commits;
         sync |= commit->sync;
         if (status.ok()) status = Apply(commit->batch, &wb);
+      } else if (auto* load = std::get_if<LoadRequest>(&request)) {
+        loads.emplace_back(std::move(*load));
       } else {
-        loads.push_back(std::move(std::get<LoadRequest>(request)));
+        loads.emplace_back(std::move(std::get<FindRequest>(request)));
       }
     }
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
@@ -483,11 +547,11 @@ Status RocksDbStore::ReopenDb() {
     db_->ReleaseSnapshot(snapshot);
   }
   if (db_) {
-    for (auto* handle : {meta_, messages_, entries_}) {
+    for (auto* handle : {meta_, messages_, entries_, delayed_}) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
   }
-  meta_ = messages_ = entries_ = nullptr;
+  meta_ = messages_ = entries_ = delayed_ = nullptr;
   if (db_) db_->Close();
   db_.reset();
   return OpenDb();
@@ -537,6 +601,11 @@ void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
         plan_.removed_entries.insert(key);
         if (first_puts.contains(key)) plan_.elided_entries.insert(key);
         ++removals[remove->entry.message_id];
+      } else if (const auto* moved = std::get_if<StoreBatch::DelayEntry>(&op)) {
+        // Leaves the entries like a removal, without releasing its body.
+        std::pair key{moved->entry.queue_id, moved->entry.seq};
+        plan_.removed_entries.insert(key);
+        if (first_puts.contains(key)) plan_.elided_entries.insert(key);
       } else if (const auto* put = std::get_if<StoreBatch::PutEntry>(&op)) {
         // A first put has receive count 0; later ones rewrite an entry already written.
         if (put->entry.receive_count == 0) first_puts.insert({put->entry.queue_id, put->entry.seq});
@@ -629,6 +698,25 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
                 },
                 wb);
             if (status.ok()) status = RemoveEntries(o.queue_id, 0, UINT64_MAX, wb);
+            if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
+            group_max_id_ = std::max(group_max_id_, o.entry.message_id);
+            status = PutTimelineEntry(o.entry, o.due_ms, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::DelayEntry>) {
+            const EntryRef& e = o.entry;
+            if (!plan_.elided_entries.contains({e.queue_id, e.seq})) {
+              wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
+            }
+            status = PutTimelineEntry(e, o.due_ms, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveDelayed>) {
+            const EntryRef& e = o.entry;
+            wb->Delete(delayed_, DelayedKey(e.queue_id, o.due_ms, e.message_id));
+            wb->Delete(delayed_, DelayedIndexKey(e.queue_id, e.message_id));
+            if (o.release && !(e.flags & kEntryInline)) {
+              status = Release(e.message_id, e.flags & kEntryShared, wb);
+            }
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveAllDelayed>) {
+            status = RemoveTimeline(o.queue_id, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutBinding>) {
             wb->Put(meta_, BindingKey(o.binding), "");
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveBinding>) {
@@ -714,6 +802,55 @@ Status RocksDbStore::RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_
   return Status::Ok();
 }
 
+Status RocksDbStore::PutTimelineEntry(const EntryRef& e, int64_t due_ms, rocksdb::WriteBatch* wb) {
+  std::string value = EncodeEntryValue({e.message_id, e.receive_count, e.flags});
+  if (e.flags & kEntryInline) {
+    if (!e.envelope)
+      return Status(StatusCode::kInternal, "inline delayed entry without its message");
+    pb::MessageRecord record;
+    ToRecord(*e.envelope, &record);
+    record.AppendToString(&value);
+  }
+  wb->Put(delayed_, DelayedKey(e.queue_id, due_ms, e.message_id), value);
+  wb->Put(delayed_, DelayedIndexKey(e.queue_id, e.message_id),
+          EncodeDelayedIndexValue(due_ms, e.flags));
+  return Status::Ok();
+}
+
+Status RocksDbStore::RemoveTimeline(uint64_t queue_id, rocksdb::WriteBatch* wb) {
+  if (wb->Count() > 0) WHARF_RETURN_IF_ERROR(Write(wb, false));
+  std::string lower = DelayedPrefix(queue_id, kDelayedTimeline);
+  std::string upper = DelayedPrefix(queue_id, kDelayedTimeline + 1);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, delayed_));
+  std::string chunk_start = lower;
+  size_t in_chunk = 0;
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+    if (!entry) continue;
+    wb->Delete(delayed_, DelayedIndexKey(queue_id, entry->message_id));
+    if (!(entry->flags & kEntryInline)) {
+      WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, wb));
+    }
+    if (++in_chunk == kRemoveChunk) {
+      // Each chunk removes its messages, their index keys and their bodies in one write.
+      std::string chunk_end = it->key().ToString() + '\0';
+      wb->DeleteRange(delayed_, chunk_start, chunk_end);
+      WHARF_RETURN_IF_ERROR(Write(wb, false));
+      chunk_start = chunk_end;
+      in_chunk = 0;
+    }
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read a timeline to remove it");
+  // The rest of the timeline, and any index key left without its timeline key.
+  wb->DeleteRange(delayed_, chunk_start, DelayedPrefix(queue_id, kDelayedTimeline + 1));
+  wb->DeleteRange(delayed_, DelayedPrefix(queue_id, kDelayedIndex),
+                  DelayedPrefix(queue_id, kDelayedIndex + 1));
+  return Status::Ok();
+}
+
 template <typename Pred>
 Status RocksDbStore::RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb) {
   if (wb->Count() > 0) WHARF_RETURN_IF_ERROR(Write(wb, false));
@@ -747,10 +884,11 @@ void RocksDbStore::ReaderLoop() {
     }
     std::shared_lock db_lock(db_mu_);
     if (!db_) {
+      Status closed(StatusCode::kStoreUnavailable, "the message store is not open");
       if (auto* load = std::get_if<LoadRequest>(&job)) {
-        post_([done = std::move(load->done)] {
-          done(Status(StatusCode::kStoreUnavailable, "the message store is not open"));
-        });
+        post_([done = std::move(load->done), closed] { done(closed); });
+      } else if (auto* find = std::get_if<FindRequest>(&job)) {
+        post_([done = std::move(find->done), closed] { done(closed); });
       } else {
         AbandonCount(&std::get<CountJob>(job));
       }
@@ -759,6 +897,13 @@ void RocksDbStore::ReaderLoop() {
     if (auto* load = std::get_if<LoadRequest>(&job)) {
       auto result = DoLoad(*load);
       post_([done = std::move(load->done), result = std::move(result)]() mutable {
+        done(std::move(result));
+      });
+      continue;
+    }
+    if (auto* find = std::get_if<FindRequest>(&job)) {
+      auto result = DoFind(*find);
+      post_([done = std::move(find->done), result = std::move(result)]() mutable {
         done(std::move(result));
       });
       continue;
@@ -779,7 +924,9 @@ void RocksDbStore::ReaderLoop() {
 void RocksDbStore::AbandonCount(CountJob* job) {
   // The snapshot went with a reopen: the remaining queues keep their estimates.
   for (const auto& range : job->queues) {
-    post_([done = job->done, id = range.queue_id] { done(id, kCountUnknown); });
+    post_([done = job->done, id = range.queue_id, kind = range.kind] {
+      done(id, kind, kCountUnknown);
+    });
   }
   job->queues.clear();
 }
@@ -795,18 +942,16 @@ bool RocksDbStore::CountSlice(CountJob* job) {
   uint64_t budget = kSlice;
   while (!job->queues.empty() && budget > 0) {
     auto& range = job->queues.front();
-    std::string lower = EntryKey(range.queue_id, range.from_seq);
-    std::string upper = EntryKey(range.queue_id, range.to_seq);
-    rocksdb::Slice upper_slice(upper);
+    rocksdb::Slice upper_slice(range.upper);
     rocksdb::ReadOptions read;
     read.snapshot = snapshot;
     read.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(read, range.kind == CountKind::kEntries ? entries_ : delayed_));
     bool finished = true;
-    for (it->Seek(lower); it->Valid(); it->Next()) {
+    for (it->Seek(range.lower); it->Valid(); it->Next()) {
       if (budget-- == 0) {
-        auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
-        range.from_seq = parts ? parts->seq : range.to_seq;
+        range.lower = it->key().ToString();  // resumes here
         finished = false;
         break;
       }
@@ -817,22 +962,39 @@ bool RocksDbStore::CountSlice(CountJob* job) {
       spdlog::error("store: counting queue id {} failed: {}", range.queue_id,
                     it->status().ToString());
     }
-    post_([done = job->done, id = range.queue_id, n = job->counted] { done(id, n); });
+    post_([done = job->done, id = range.queue_id, kind = range.kind, n = job->counted] {
+      done(id, kind, n);
+    });
     job->counted = 0;
     job->queues.erase(job->queues.begin());
   }
   return !job->queues.empty();
 }
 
+Result<std::optional<DelayedRef>> RocksDbStore::DoFind(const FindRequest& request) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), delayed_,
+                               DelayedIndexKey(request.queue_id, request.message_id), &value);
+  if (s.IsNotFound()) return std::optional<DelayedRef>();
+  if (!s.ok()) return FromRocksDb(s, "cannot read a delayed message's index");
+  if (value.size() != 9) return Status(StatusCode::kStoreUnavailable, "corrupt delayed index");
+  return std::optional<DelayedRef>(
+      DelayedRef{static_cast<int64_t>(ReadLittleEndian64(value)), static_cast<uint8_t>(value[8])});
+}
+
 Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& request) {
-  std::string lower = EntryKey(request.queue_id, request.from_seq);
-  std::string upper = EntryKey(request.queue_id, request.to_seq);
+  std::string lower = request.delayed
+                          ? DelayedKey(request.queue_id, request.from_due, request.from_id)
+                          : EntryKey(request.queue_id, request.from_seq);
+  std::string upper = request.delayed ? DelayedPrefix(request.queue_id, kDelayedTimeline + 1)
+                                      : EntryKey(request.queue_id, request.to_seq);
   rocksdb::Slice lower_slice(lower), upper_slice(upper);
   rocksdb::ReadOptions read;
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
   std::vector<LoadedMessage> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(read, request.delayed ? delayed_ : entries_));
   it->Seek(lower);
   uint64_t bytes = 0;
   // Takes a parsed record (or a failed parse) into `loaded`.
@@ -860,11 +1022,19 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
     std::vector<std::string> keys;
     for (size_t n = 0; it->Valid() && out.size() < request.limit && n < kChunk; it->Next(), ++n) {
       std::string_view value(it->value().data(), it->value().size());
-      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+      std::string_view key(it->key().data(), it->key().size());
       auto entry = DecodeEntryValue(value);
-      if (!parts || !entry) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry");
+      if (!entry) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry");
       LoadedMessage& loaded = out.emplace_back();
-      loaded.seq = parts->seq;
+      if (request.delayed) {
+        auto parts = ParseDelayedKey(key);
+        if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt delayed message key");
+        loaded.due_ms = parts->due_ms;
+      } else {
+        auto parts = ParseEntryKey(key);
+        if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+        loaded.seq = parts->seq;
+      }
       loaded.message_id = entry->message_id;
       loaded.receive_count = entry->receive_count;
       loaded.flags = entry->flags;

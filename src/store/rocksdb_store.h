@@ -81,6 +81,9 @@ class RocksDbStore final : public MessageStore {
   void Commit(StoreBatch batch, bool sync, CommitCallback done) override;
   void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
             uint64_t max_bytes, LoadCallback done) override;
+  void LoadDelayed(uint64_t queue_id, int64_t from_due_ms, uint64_t from_message_id, uint32_t limit,
+                   uint64_t max_bytes, LoadCallback done) override;
+  void FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) override;
   void CountRecoveredQueues(CountCallback done) override;
   void Close() override;
 
@@ -99,18 +102,30 @@ class RocksDbStore final : public MessageStore {
     uint32_t limit = 0;
     uint64_t max_bytes = 0;
     LoadCallback done;
+    // A timeline (LoadDelayed) instead of entries: from (from_due, from_id) on.
+    bool delayed = false;
+    int64_t from_due = 0;
+    uint64_t from_id = 0;
   };
-  using Request = std::variant<CommitRequest, LoadRequest>;
+  struct FindRequest {
+    uint64_t queue_id = 0;
+    uint64_t message_id = 0;
+    FindDelayedCallback done;
+  };
+  using Request = std::variant<CommitRequest, LoadRequest, FindRequest>;
   // Counting the recovered queues, a slice at a time so that loads are served in between.
   struct CountJob {
     struct Range {
-      uint64_t queue_id, from_seq, to_seq;
+      uint64_t queue_id;
+      CountKind kind;
+      std::string lower;  // where counting resumes
+      std::string upper;
     };
-    std::vector<Range> queues;  // still to count; the first one resumes at its from_seq
+    std::vector<Range> queues;  // still to count; the first one resumes at its lower key
     uint64_t counted = 0;       // of the first one so far
     CountCallback done;
   };
-  using ReadJob = std::variant<LoadRequest, CountJob>;
+  using ReadJob = std::variant<LoadRequest, FindRequest, CountJob>;
 
   RocksDbStore(const StoreOptions& options, PostFn post);
   Status OpenDb();
@@ -128,6 +143,10 @@ class RocksDbStore final : public MessageStore {
   // Deletes entries [from_seq, to_seq) of a queue and releases their bodies, in bounded chunks.
   Status RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
                        rocksdb::WriteBatch* wb);
+  // Writes a message into a queue's timeline (both keys).
+  Status PutTimelineEntry(const EntryRef& entry, int64_t due_ms, rocksdb::WriteBatch* wb);
+  // Deletes a queue's whole timeline and releases the bodies it held.
+  Status RemoveTimeline(uint64_t queue_id, rocksdb::WriteBatch* wb);
   // Deletes the binding records that `doomed` selects.
   template <typename Pred>
   Status RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb);
@@ -137,6 +156,7 @@ class RocksDbStore final : public MessageStore {
 
   // --- reader thread ---
   Result<std::vector<LoadedMessage>> DoLoad(const LoadRequest& request);
+  Result<std::optional<DelayedRef>> DoFind(const FindRequest& request);
   // Counts one slice; returns false when the job is finished.
   bool CountSlice(CountJob* job);
   // Reports kCountUnknown for every queue the job has not counted.
@@ -153,6 +173,7 @@ class RocksDbStore final : public MessageStore {
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // "default"
   rocksdb::ColumnFamilyHandle* messages_ = nullptr;
   rocksdb::ColumnFamilyHandle* entries_ = nullptr;
+  rocksdb::ColumnFamilyHandle* delayed_ = nullptr;
 
   // Guarded by mu_: the writer's queue.
   mutable std::mutex mu_;

@@ -12,16 +12,7 @@
 namespace wharf {
 namespace {
 
-std::string RunCommand(const std::string& command, int* exit_code) {
-  std::array<char, 4096> buf{};
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  int status = pclose(pipe);
-  *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using testing::RunCommand;
 
 TEST(Lifecycle, SigtermClosesConnectionsWithAReasonAndExitsZero) {
   testing::TestServer server;

@@ -55,4 +55,8 @@ class TestServer {
 // A fresh temporary directory under $TMPDIR (or /tmp), removed by the caller.
 std::string MakeTempDir(const std::string& prefix);
 
+// Runs `command` with /bin/sh and returns its stdout; `exit_code` gets its exit status (-1 if
+// it did not exit normally). For driving wharfctl and wharf-perf as subprocesses.
+std::string RunCommand(const std::string& command, int* exit_code);
+
 }  // namespace wharf::testing

@@ -34,6 +34,12 @@ class RecordingPeer : public SessionPeer {
                    const Status& status) override {
     confirms.push_back(Confirm{request_id, result, status});
   }
+  void CancelDelayedDone(uint64_t request_id, const Result<bool>& result) override {
+    cancels.emplace_back(request_id, result);
+  }
+  void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) override {
+    listings.emplace_back(request_id, result);
+  }
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override {
     cancellations.push_back(Cancellation{consumer_tag, std::string(reason)});
   }
@@ -50,6 +56,8 @@ class RecordingPeer : public SessionPeer {
   std::vector<Completion> completions;
   std::vector<Cancellation> cancellations;
   std::vector<Confirm> confirms;
+  std::vector<std::pair<uint64_t, Result<bool>>> cancels;          // CancelDelayedDone
+  std::vector<std::pair<uint64_t, Result<DelayedPage>>> listings;  // ListDelayedDone
   int flushes = 0;
   bool writable = true;  // set false to simulate a connection behind on writing
 };

@@ -192,6 +192,27 @@ page_max_bytes = 65536
   EXPECT_NE(refused.message().find("memtable_bytes"), std::string_view::npos) << refused.ToString();
 }
 
+TEST_F(LoadConfigFileTest, ReadsTheSchedulerSection) {
+  ServerOptions options;
+  Status s = Load(R"(
+[scheduler]
+release_per_second = 5000
+ram_messages = 1000
+ram_bytes = 1048576
+max_delay_ms = 86400000
+)",
+                  &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(options.release_per_second, 5000u);
+  EXPECT_EQ(options.delay_ram_messages, 1000u);
+  EXPECT_EQ(options.delay_ram_bytes, 1u << 20);
+  EXPECT_EQ(options.max_delay_ms, 86'400'000u);
+  ServerOptions zero;
+  Status refused = Load("[scheduler]\nrelease_per_second = 0\n", &zero);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(refused.message().find("release_per_second"), std::string_view::npos);
+}
+
 TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
   ServerOptions options;
   ASSERT_TRUE(Load("# nothing here\n", &options).ok());

@@ -73,6 +73,30 @@ class RocksDbStoreTest : public ::testing::Test {
     EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
     return out;
   }
+  std::vector<LoadedMessage> LoadDelayedAll(uint64_t queue_id, int64_t from_due = INT64_MIN,
+                                            uint64_t from_id = 0, uint32_t limit = 1000) {
+    bool done = false;
+    std::vector<LoadedMessage> out;
+    store_->LoadDelayed(queue_id, from_due, from_id, limit, UINT64_MAX,
+                        [&](Result<std::vector<LoadedMessage>> r) {
+                          EXPECT_TRUE(r.ok()) << r.status().ToString();
+                          if (r.ok()) out = std::move(r).value();
+                          done = true;
+                        });
+    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+    return out;
+  }
+  std::optional<DelayedRef> FindDelayedSync(uint64_t queue_id, uint64_t message_id) {
+    bool done = false;
+    std::optional<DelayedRef> out;
+    store_->FindDelayed(queue_id, message_id, [&](Result<std::optional<DelayedRef>> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) out = *r;
+      done = true;
+    });
+    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+    return out;
+  }
   // Bodies in the messages column family, read with RocksDB directly (the store is closed
   // for it and reopened).
   uint64_t StoredBodies() {
@@ -102,7 +126,9 @@ class RocksDbStoreTest : public ::testing::Test {
     size_t expected = 0;
     for (const auto& q : state_.queues) expected += q.estimated_messages() > 0 ? 1 : 0;
     std::map<uint64_t, uint64_t> counts;
-    store_->CountRecoveredQueues([&](uint64_t id, uint64_t n) { counts[id] = n; });
+    store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n) {
+      if (kind == CountKind::kEntries) counts[id] = n;
+    });
     EXPECT_TRUE(mailbox_.RunUntil([&] { return counts.size() == expected; }));
     return counts;
   }
@@ -499,11 +525,15 @@ TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
   {
     rocksdb::Options options;
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
+        {rocksdb::kDefaultColumnFamilyName, {}},
+        {kColumnMessages, {}},
+        {kColumnEntries, {}},
+        {kColumnDelayed, {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "3").ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), handles[0], "F", std::to_string(kFormatVersion + 1)).ok());
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;
   }
@@ -525,7 +555,10 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
   store_.reset();
   auto set_format = [&](const char* version) {
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
+        {rocksdb::kDefaultColumnFamilyName, {}},
+        {kColumnMessages, {}},
+        {kColumnEntries, {}},
+        {kColumnDelayed, {}}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
@@ -546,6 +579,153 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
   EXPECT_EQ(loaded[0].envelope->message.body, "from format 1");
   store_.reset();
   set_format(nullptr);  // now marked with the current format
+}
+
+// A format-2 directory has no "delayed" column family: it is created, and the format raised.
+TEST_F(RocksDbStoreTest, FormatTwoWithoutDelayedFamilyIsUpgraded) {
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    options.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "2").ok());
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+    delete db;
+  }
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(
+      StoreBatch::PutDelayed{EntryRef{1, 0, 5, 0, kEntryInline, MakeEnvelope(5, "later")}, 1'000});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  ASSERT_EQ(state_.queues.size(), 1u);
+  EXPECT_TRUE(state_.queues[0].has_delayed);
+}
+
+TEST_F(RocksDbStoreTest, DelayedMessagesLoadInDueOrderAndAreFoundById) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  // Due times out of publish order, one before 1970 (signed order), two at the same time.
+  const int64_t due[] = {5'000, -20, 5'000, 100};
+  for (uint64_t id = 1; id <= 4; ++id) {
+    batch.Add(StoreBatch::PutDelayed{
+        EntryRef{1, 0, id, 0, kEntryInline, MakeEnvelope(id, "m" + std::to_string(id))},
+        due[id - 1]});
+  }
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  auto loaded = LoadDelayedAll(1);
+  ASSERT_EQ(loaded.size(), 4u);
+  std::vector<std::pair<int64_t, uint64_t>> keys;
+  for (const auto& m : loaded) {
+    keys.emplace_back(m.due_ms, m.message_id);
+    ASSERT_NE(m.envelope, nullptr);
+    EXPECT_EQ(m.envelope->message.body, "m" + std::to_string(m.message_id));
+  }
+  EXPECT_EQ(keys, (std::vector<std::pair<int64_t, uint64_t>>{
+                      {-20, 2}, {100, 4}, {5'000, 1}, {5'000, 3}}));
+  // From a key: inclusive.
+  auto rest = LoadDelayedAll(1, 5'000, 1);
+  ASSERT_EQ(rest.size(), 2u);
+  EXPECT_EQ(rest[0].message_id, 1u);
+  EXPECT_EQ(LoadDelayedAll(1, INT64_MIN, 0, 2).size(), 2u);
+
+  auto found = FindDelayedSync(1, 4);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->due_ms, 100);
+  EXPECT_EQ(found->flags, kEntryInline);
+  EXPECT_FALSE(FindDelayedSync(1, 99).has_value());
+  EXPECT_FALSE(FindDelayedSync(2, 4).has_value());
+
+  StoreBatch remove;
+  remove.Add(StoreBatch::RemoveDelayed{EntryRef{1, 0, 4, 0, kEntryInline}, 100, true});
+  ASSERT_TRUE(CommitSync(std::move(remove)).ok());
+  EXPECT_FALSE(FindDelayedSync(1, 4).has_value());
+  EXPECT_EQ(LoadDelayedAll(1).size(), 3u);
+
+  Reopen();
+  ASSERT_EQ(state_.queues.size(), 1u);
+  EXPECT_TRUE(state_.queues[0].has_delayed);
+  std::map<uint64_t, uint64_t> delayed_counts;
+  size_t reports = 0;
+  store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n) {
+    ++reports;
+    if (kind == CountKind::kDelayed) delayed_counts[id] = n;
+  });
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return reports == 1; }));
+  EXPECT_EQ(delayed_counts[1], 3u);
+}
+
+// A message shared by a timeline and a ready entry: moving it (release=false) keeps the body,
+// and the last reference releases it; deleting the queue empties its timeline.
+TEST_F(RocksDbStoreTest, DelayedSharedBodiesAreReleasedOnceAndQueueRemovalEmptiesTimeline) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(7, "shared"), 2});
+  batch.Add(StoreBatch::PutDelayed{EntryRef{1, 0, 7, 0, kEntryShared}, 50});
+  batch.Add(StoreBatch::PutDelayed{EntryRef{2, 0, 7, 0, kEntryShared}, 60});
+  batch.Add(StoreBatch::PutDelayed{EntryRef{2, 0, 8, 0, kEntryInline, MakeEnvelope(8, "b8")}, 70});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  ASSERT_EQ(LoadDelayedAll(1).size(), 1u);
+  EXPECT_EQ(LoadDelayedAll(1)[0].envelope->message.body, "shared");
+
+  // Queue a: due, moved to its entries at seq 1 (one batch).
+  StoreBatch move;
+  move.Add(StoreBatch::RemoveDelayed{EntryRef{1, 0, 7, 0, kEntryShared}, 50, false});
+  move.Add(StoreBatch::PutEntry{EntryRef{1, 1, 7, 0, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(move)).ok());
+  EXPECT_TRUE(LoadDelayedAll(1).empty());
+  auto ready = LoadAll(1);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].envelope->message.body, "shared");
+
+  // Queue b deleted: its timeline goes and releases its reference; a's entry keeps the body.
+  StoreBatch drop;
+  drop.Add(StoreBatch::RemoveQueue{"b", 2});
+  ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  EXPECT_TRUE(LoadDelayedAll(2).empty());
+  EXPECT_FALSE(FindDelayedSync(2, 8).has_value());
+  EXPECT_EQ(LoadAll(1)[0].envelope->message.body, "shared");
+
+  StoreBatch ack;
+  ack.Add(StoreBatch::RemoveEntry{EntryRef{1, 1, 7, 0, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(ack)).ok());
+  EXPECT_EQ(StoredBodies(), 0u);
+}
+
+// Timeline entries of a queue whose record is gone are reported as orphans.
+TEST_F(RocksDbStoreTest, OrphanedTimelineIsReported) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutDelayed{EntryRef{9, 0, 1, 0, kEntryInline, MakeEnvelope(1, "x")}, 5});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  EXPECT_EQ(state_.orphaned_queue_ids, std::vector<uint64_t>{9});
+  StoreBatch clean;
+  clean.Add(StoreBatch::RemoveAllDelayed{9});
+  ASSERT_TRUE(CommitSync(std::move(clean)).ok());
+  Reopen();
+  EXPECT_TRUE(state_.orphaned_queue_ids.empty());
+}
+
+TEST(StoreKeysTest, DelayedKeysSortByDueTimeThenId) {
+  EXPECT_LT(DelayedKey(1, -1, 9), DelayedKey(1, 0, 1));
+  EXPECT_LT(DelayedKey(1, 0, UINT64_MAX), DelayedKey(1, 1, 0));
+  EXPECT_LT(DelayedKey(1, INT64_MAX, UINT64_MAX), DelayedKey(2, INT64_MIN, 0));
+  EXPECT_LT(DelayedIndexKey(1, UINT64_MAX), DelayedKey(1, INT64_MIN, 0));
+  auto parts = ParseDelayedKey(DelayedKey(3, -123, 77));
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->queue_id, 3u);
+  EXPECT_EQ(parts->due_ms, -123);
+  EXPECT_EQ(parts->message_id, 77u);
+  EXPECT_FALSE(ParseDelayedKey(DelayedIndexKey(3, 77)).has_value());
 }
 
 TEST(StoreKeysTest, EntryKeysSortBySequence) {
