@@ -11,29 +11,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
-wharfd=$build/src/server/wharfd
-perf=$build/bench/wharf-perf
-ctl=$build/src/ctl/wharfctl
 port=5682
 counts=("$@")
 [ ${#counts[@]} -eq 0 ] && counts=(1000000 10000000)
-for tool in "$wharfd" "$perf" "$ctl"; do
-  [ -x "$tool" ] || { echo "missing $tool: run 'make build' first" >&2; exit 1; }
-done
 work=$(mktemp -d /tmp/wharf-deep-XXXXXX)
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-
-now_ms() { date +%s%3N; }
-rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
-start() {
-  rm -f "$work/ready"
-  "$wharfd" --listen 127.0.0.1:$port --data-dir "$1" --ready-file "$work/ready" \
-    --log-level info 2>>"$work/wharfd.log" &
-  pid=$!
-  while [ ! -s "$work/ready" ]; do sleep 0.01; done
-}
+source bench/common.sh
 
 printf '%-10s %-28s %s\n' count figure value
 for n in "${counts[@]}"; do

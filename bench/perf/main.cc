@@ -36,6 +36,8 @@ constexpr const char* kUsage =
   --rate R                 total publish rate in msgs/s (default: flat out)
   --count N                total messages to publish
   --duration S             run for S seconds
+  --delay MS               publish every message delayed by MS (native only) and report how
+                           late each was delivered (delivery time minus due time)
   --delete                 delete the queues (and exchange) at the end
   --json                   print the summary as one JSON object (last line)
 )";
@@ -137,6 +139,8 @@ int main(int argc, char** argv) {
         o.count = std::stoull(value());
       } else if (a == "--duration") {
         o.duration_s = std::stod(value());
+      } else if (a == "--delay") {
+        o.delay_ms = std::stoull(value());
       } else if (a == "--delete") {
         o.delete_queues = true;
       } else if (a == "--json") {
@@ -149,6 +153,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.driver != "native" && o.driver != "amqp") return Usage("--driver is native or amqp");
+  if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
   if (o.count == 0 && o.duration_s <= 0) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
@@ -228,7 +233,7 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(recv - last_recv));
       // Consumers that make no progress for 10 s after the producers finished: give up.
       idle_ticks = (run.producers_done && recv == last_recv) ? idle_ticks + 1 : 0;
-      if (idle_ticks >= 10) {
+      if (idle_ticks >= 10 + o.delay_ms / 1000) {
         run.Fail("consumers stalled: received " + std::to_string(recv) + " of " +
                  std::to_string(expected()));
         run.stop = true;
@@ -264,6 +269,12 @@ int main(int argc, char** argv) {
   std::printf("  confirm latency  p50 %llu us  p95 %llu us  p99 %llu us  max %llu us\n", u(c50),
               u(c95), u(c99), u(cmax));
   std::printf("  end-to-end       p50 %llu us  p95 %llu us  p99 %llu us\n", u(e50), u(e95), u(e99));
+  uint64_t l50 = st.lateness.Percentile(50), l99 = st.lateness.Percentile(99),
+           lmax = st.lateness.Max();
+  if (o.delay_ms > 0) {
+    std::printf("  lateness (delay %llu ms)  p50 %llu us  p99 %llu us  max %llu us  early %llu\n",
+                u(o.delay_ms), u(l50), u(l99), u(lmax), u(st.early));
+  }
   std::printf("  errors %llu%s%s\n", u(st.errors),
               run.first_error.empty() ? "" : ": first: ", run.first_error.c_str());
   if (o.json) {
@@ -271,18 +282,21 @@ int main(int argc, char** argv) {
         "{\"driver\":\"%s\",\"pub_rate\":%.0f,\"cons_rate\":%.0f,\"conf_p50_us\":%llu,"
         "\"conf_p95_us\":%llu,\"conf_p99_us\":%llu,\"conf_max_us\":%llu,\"e2e_p50_us\":%llu,"
         "\"e2e_p95_us\":%llu,\"e2e_p99_us\":%llu,\"published\":%llu,\"confirmed\":%llu,"
-        "\"received\":%llu,\"redelivered\":%llu,\"errors\":%llu,\"seconds\":%.2f}\n",
+        "\"received\":%llu,\"redelivered\":%llu,\"errors\":%llu,\"seconds\":%.2f,"
+        "\"delay_ms\":%llu,\"late_p50_us\":%llu,\"late_p99_us\":%llu,\"late_max_us\":%llu,"
+        "\"early\":%llu}\n",
         o.driver.c_str(), pub_rate, cons_rate, u(c50), u(c95), u(c99), u(cmax), u(e50), u(e95),
         u(e99), u(st.published), u(st.confirmed), u(st.received), u(st.redelivered), u(st.errors),
-        total_s);
+        total_s, u(o.delay_ms), u(l50), u(l99), u(lmax), u(st.early));
   } else {
     std::printf(
         "RESULT driver=%s pub_rate=%.0f conf_p50_us=%llu conf_p95_us=%llu conf_p99_us=%llu "
         "conf_max_us=%llu cons_rate=%.0f e2e_p50_us=%llu e2e_p95_us=%llu e2e_p99_us=%llu "
-        "published=%llu confirmed=%llu received=%llu redelivered=%llu errors=%llu seconds=%.2f\n",
+        "published=%llu confirmed=%llu received=%llu redelivered=%llu errors=%llu seconds=%.2f "
+        "delay_ms=%llu late_p50_us=%llu late_p99_us=%llu late_max_us=%llu early=%llu\n",
         o.driver.c_str(), pub_rate, u(c50), u(c95), u(c99), u(cmax), cons_rate, u(e50), u(e95),
         u(e99), u(st.published), u(st.confirmed), u(st.received), u(st.redelivered), u(st.errors),
-        total_s);
+        total_s, u(o.delay_ms), u(l50), u(l99), u(lmax), u(st.early));
   }
-  return st.errors == 0 ? 0 : 1;
+  return st.errors == 0 && st.early == 0 ? 0 : 1;
 }

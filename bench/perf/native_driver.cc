@@ -79,6 +79,8 @@ class NativeDriver final : public Driver {
                         : std::chrono::nanoseconds(0);
     auto next_send = std::chrono::steady_clock::now();
     uint64_t n = static_cast<uint64_t>(index);
+    PublishOptions publish_options;
+    publish_options.delay_ms = o.delay_ms;
     const std::string exchange = o.ExchangeName();
     while (run.TakeTicket()) {
       if (interval.count() > 0) {
@@ -95,22 +97,24 @@ class NativeDriver final : public Driver {
       StampBody(&message.body);
       run.stats.published.fetch_add(1, std::memory_order_relaxed);
       if (window == 0) {
-        client.PublishNoConfirm(exchange, o.RoutingKey(q), message);
+        client.PublishNoConfirm(exchange, o.RoutingKey(q), message, publish_options);
         continue;
       }
       uint64_t sent = NowNanos();
       outstanding.fetch_add(1);
-      client.PublishAsync(exchange, o.RoutingKey(q), message,
-                          [&run, &slots, &outstanding, sent](Result<PublishResult> r) {
-                            if (r.ok()) {
-                              run.stats.confirmed.fetch_add(1, std::memory_order_relaxed);
-                              run.stats.confirm_latency.Add((NowNanos() - sent) / 1000);
-                            } else if (r.status().code() != StatusCode::kUnavailable) {
-                              run.Fail(r.status().ToString());
-                            }
-                            outstanding.fetch_sub(1);
-                            slots.release();
-                          });
+      client.PublishAsync(
+          exchange, o.RoutingKey(q), message,
+          [&run, &slots, &outstanding, sent](Result<PublishResult> r) {
+            if (r.ok()) {
+              run.stats.confirmed.fetch_add(1, std::memory_order_relaxed);
+              run.stats.confirm_latency.Add((NowNanos() - sent) / 1000);
+            } else if (r.status().code() != StatusCode::kUnavailable) {
+              run.Fail(r.status().ToString());
+            }
+            outstanding.fetch_sub(1);
+            slots.release();
+          },
+          publish_options);
     }
     // Wait for the last confirms (or for the connection to fail them).
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -137,7 +141,15 @@ class NativeDriver final : public Driver {
     uint64_t last_tag = 0;  // likewise
     const uint32_t ack_every = std::max<uint32_t>(1, o.ack_every);
     auto tag = client.Subscribe(o.QueueName(index % o.queues), o.prefetch, [&](Delivery d) {
-      run.stats.e2e_latency.Add(BodyAgeMicros(d.message.body.data(), d.message.body.size()));
+      uint64_t age = BodyAgeMicros(d.message.body.data(), d.message.body.size());
+      run.stats.e2e_latency.Add(age);
+      if (o.delay_ms > 0) {
+        // The send time is stamped just before the publish, so "due" here is a little
+        // earlier than the broker's: lateness is overstated by the publish's own latency.
+        uint64_t delay_us = o.delay_ms * 1000;
+        if (age < delay_us) run.stats.early.fetch_add(1, std::memory_order_relaxed);
+        run.stats.lateness.Add(age > delay_us ? age - delay_us : 0);
+      }
       run.stats.received.fetch_add(1, std::memory_order_relaxed);
       if (d.redelivered) run.stats.redelivered.fetch_add(1, std::memory_order_relaxed);
       last_tag = d.delivery_tag;

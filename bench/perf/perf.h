@@ -44,6 +44,7 @@ struct Options {
   double duration_s = 0;      // 0 = no limit
   bool delete_queues = false;
   bool json = false;
+  uint64_t delay_ms = 0;  // delayed delivery (native only): lateness is measured
 
   std::string QueueName(int i) const {
     return queues == 1 ? queue : queue + "-" + std::to_string(i);
@@ -81,8 +82,10 @@ struct Stats {
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> redelivered{0};
   std::atomic<uint64_t> errors{0};
+  std::atomic<uint64_t> early{0};  // delayed messages delivered before their time (a bug)
   Latencies confirm_latency;
   Latencies e2e_latency;
+  Latencies lateness;  // with --delay: delivery time minus due time
 };
 
 // Shared state of one run.

@@ -1,0 +1,19 @@
+# Shared by the bench/*.sh scripts (sourced): timing, RSS, and starting wharfd on $port with
+# its log in $work/wharfd.log. The caller sets build, port and work, and a trap that kills $pid.
+wharfd=$build/src/server/wharfd
+perf=$build/bench/wharf-perf
+ctl=$build/src/ctl/wharfctl
+for tool in "$wharfd" "$perf" "$ctl"; do
+  [ -x "$tool" ] || { echo "missing $tool: run 'make build' first" >&2; exit 1; }
+done
+
+now_ms() { date +%s%3N; }
+rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }
+# start DATA_DIR: wharfd in the background ($pid), returns once it listens.
+start() {
+  rm -f "$work/ready"
+  "$wharfd" --listen 127.0.0.1:$port --data-dir "$1" --ready-file "$work/ready" \
+    --log-level info 2>>"$work/wharfd.log" &
+  pid=$!
+  while [ ! -s "$work/ready" ]; do sleep 0.01; done
+}
