@@ -144,9 +144,10 @@ std::optional<SteadyTime> Broker::NextReleaseDeadline() const {
     double missing = std::max(0.0, std::min<double>(kReleaseSlice, rate / 10) - release_tokens_);
     return now + std::chrono::microseconds(static_cast<int64_t>(missing / rate * 1e6));
   }
-  int64_t wait_ms = delay_heads_.begin()->first - clock_->WallMillis();
-  if (wait_ms <= 0) return now;
-  return now + std::min<std::chrono::milliseconds>(std::chrono::milliseconds(wait_ms), kMaxSleep);
+  // To the microsecond: waking at the start of the due millisecond, not up to 1 ms after it.
+  int64_t wait_us = delay_heads_.begin()->first * 1000 - clock_->WallMicros();
+  if (wait_us <= 0) return now;
+  return now + std::min<std::chrono::microseconds>(std::chrono::microseconds(wait_us), kMaxSleep);
 }
 
 void Broker::RequestDelayedLoad(const std::shared_ptr<Queue>& queue) {
