@@ -42,7 +42,7 @@ void BM_TimelineInsert(benchmark::State& state) {
   auto body = Body();
   for (auto _ : state) {
     DelayTimeline timeline(/*backed=*/false, {});
-    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0});
+    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0, 0, nullptr});
     benchmark::DoNotOptimize(timeline.size());
     state.PauseTiming();
     timeline.Clear();
@@ -60,7 +60,7 @@ void BM_TimelinePopDue(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     DelayTimeline timeline(false, {});
-    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0});
+    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0, 0, nullptr});
     state.ResumeTiming();
     size_t popped = 0;
     while (popped < n) popped += timeline.TakeDue(INT64_MAX, 64).size();
@@ -78,7 +78,7 @@ void BM_BackedTimelineInsert(benchmark::State& state) {
   auto body = Body();
   for (auto _ : state) {
     DelayTimeline timeline(/*backed=*/true, {});
-    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0});
+    for (const auto& key : keys) timeline.Add(key, DelayedMessage{body, 0, 0, 0, nullptr});
     benchmark::DoNotOptimize(timeline.size());
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * n));

@@ -47,6 +47,7 @@ enum class StatusCode : uint16_t {
   kConsumerNotFound = 307,
   kUnknownDeliveryTag = 308,
   kReservedName = 309,
+  kLeaseExpired = 310,
   kInternal = 500,
   kShuttingDown = 501,
   kResourceExhausted = 502,

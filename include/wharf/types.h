@@ -79,6 +79,10 @@ struct DelayedInfo {
 struct DelayedPage {
   std::vector<DelayedInfo> messages;
   bool more = false;  // another page follows
+  // Where the next page starts (list after this); set whenever `more` is, even when this page
+  // is empty (every entry it read was skipped).
+  int64_t next_after_deliver_at_ms = 0;
+  uint64_t next_after_message_id = 0;
 };
 
 struct ExchangeInfo {

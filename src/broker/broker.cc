@@ -261,10 +261,10 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
     return Status(StatusCode::kReservedName,
                   "queue names starting with 'amq.' are reserved: " + Quote(spec.name));
   }
-  if (!spec.arguments.empty()) {
-    return Status(StatusCode::kInvalidArgument, "unknown queue argument " +
-                                                    Quote(spec.arguments.begin()->first) +
-                                                    " on queue " + Quote(spec.name));
+  auto policy = ParseQueuePolicy(spec.arguments);
+  if (!policy.ok()) {
+    return Status(policy.status().code(),
+                  std::string(policy.status().message()) + " (queue " + Quote(spec.name) + ")");
   }
   auto it = queues_.find(spec.name);
   if (it != queues_.end()) {
@@ -286,7 +286,7 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
   uint64_t store_id = stored ? next_queue_id_++ : 0;
   auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id,
-                                       options_.delay_limits);
+                                       options_.delay_limits, *policy);
   queues_.emplace(spec.name, queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
   if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
@@ -302,13 +302,13 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
     return Status(StatusCode::kPreconditionFailed,
                   "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
   }
-  if (if_empty && info.ready > 0) {
-    return Status(
-        StatusCode::kPreconditionFailed,
-        "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready messages");
+  if (if_empty && (info.ready > 0 || info.delayed > 0 || queue->delayed().count_estimated())) {
+    return Status(StatusCode::kPreconditionFailed,
+                  "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready and " +
+                      std::to_string(info.delayed) + " delayed messages");
   }
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
-  uint64_t dropped = queue->ready();
+  uint64_t dropped = queue->ready() + queue->delayed().size();
   DropQueue(queue, "queue deleted");
   return dropped;
 }
@@ -532,15 +532,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       return Status(StatusCode::kInvalidArgument,
                     "a publish may set delay_ms or deliver_at_ms, not both");
     }
-    if (timing.delay_ms > static_cast<uint64_t>(INT64_MAX - now_ms) ||
-        (options_.max_delay_ms != 0 && timing.delay_ms > options_.max_delay_ms) ||
-        (options_.max_delay_ms != 0 && timing.deliver_at_ms > now_ms &&
-         static_cast<uint64_t>(timing.deliver_at_ms - now_ms) > options_.max_delay_ms)) {
-      return Status(
-          StatusCode::kInvalidArgument,
-          "delivery time is beyond max_delay_ms " +
-              std::to_string(options_.max_delay_ms != 0 ? options_.max_delay_ms : INT64_MAX));
-    }
+    WHARF_RETURN_IF_ERROR(CheckDelay(timing.delay_ms, timing.deliver_at_ms, now_ms));
     // A relative delay counts from now to the microsecond, rounded up: never early.
     due_ms = timing.delay_ms != 0 ? DueAfter(timing.delay_ms) : timing.deliver_at_ms;
     if (due_ms <= now_ms) due_ms = 0;  // a time in the past: deliver at once
@@ -610,7 +602,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
                             inline_entry ? envelope : nullptr},
             due_ms});
       }
-      queue->delayed().Add(key, DelayedMessage{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}});
+      queue->delayed().Add(
+          key, DelayedMessage{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}, 0, nullptr});
       if (it != queues_.end()) UpdateDelayHead(it->second);
       continue;
     }
@@ -638,11 +631,13 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
 }
 
 Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& queue_name,
-                                      std::string consumer_tag, uint32_t prefetch, bool exclusive) {
+                                      std::string consumer_tag, uint32_t prefetch, bool exclusive,
+                                      uint32_t lease_ms) {
   thread_checker_.Check();
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
+  WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms));
   if (consumer_tag.empty()) {
     consumer_tag = "ctag-" + std::to_string(session_id) + "-" +
                    std::to_string(session->next_consumer_number++);
@@ -666,6 +661,7 @@ Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& qu
   consumer->queue = queue_name;
   consumer->prefetch = prefetch;
   consumer->exclusive = exclusive;
+  consumer->lease_ms = lease_ms;
   queue->consumers().push_back(consumer);
   session->consumers.emplace(consumer_tag, consumer);
   ScheduleDispatch(queue);
@@ -706,10 +702,11 @@ void Broker::RemoveConsumer(SessionState& session, const std::string& tag, bool 
 }
 
 Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::string& queue_name,
-                       uint32_t max_messages, uint32_t wait_ms) {
+                       uint32_t max_messages, uint32_t wait_ms, uint32_t lease_ms) {
   thread_checker_.Check();
   if (!FindSession(session_id)) return Status(StatusCode::kInternal, "no session");
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
+  WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms));
   for (const auto& consumer : queue->consumers()) {
     if (consumer->exclusive) {
       return Status(StatusCode::kResourceLocked,
@@ -736,6 +733,7 @@ Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::stri
   waiter.session_id = session_id;
   waiter.request_id = request_id;
   waiter.max_messages = max_messages;
+  waiter.lease_ms = lease_ms;
   waiter.deadline = receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
                                                std::pair{queue_name, waiter.waiter_id});
   queue->waiters().push_back(waiter);
@@ -748,28 +746,83 @@ Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple) {
   return SettleTags(session_id, delivery_tag, multiple, Settle::kAck);
 }
 
-Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue,
-                    uint64_t delay_ms) {
+Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, NackOptions nack) {
   thread_checker_.Check();
-  if (delay_ms > 0) {
-    if (!requeue) {
+  SettleOptions options;
+  options.failed = true;
+  options.error = nack.error.substr(0, kMaxLastErrorBytes);
+  if (!nack.requeue) {
+    if (nack.delay_ms > 0) {
       return Status(StatusCode::kInvalidArgument, "a nack with delay_ms must also requeue");
     }
-    if (options_.max_delay_ms != 0 && delay_ms > options_.max_delay_ms) {
-      return Status(StatusCode::kInvalidArgument, "delay_ms " + std::to_string(delay_ms) +
-                                                      " is beyond max_delay_ms " +
-                                                      std::to_string(options_.max_delay_ms));
-    }
-    if (delay_ms > static_cast<uint64_t>(INT64_MAX - clock_->WallMillis())) {
-      return Status(StatusCode::kInvalidArgument, "delay_ms is too large");
-    }
-    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, delay_ms);
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kDrop, options);
   }
-  return SettleTags(session_id, delivery_tag, multiple, requeue ? Settle::kRequeue : Settle::kDrop);
+  if (uint64_t delay_ms = nack.delay_ms; delay_ms > 0) {
+    WHARF_RETURN_IF_ERROR(CheckDelay(delay_ms, 0, clock_->WallMillis()));
+    options.delay_ms = delay_ms;
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, options);
+  }
+  return SettleTags(session_id, delivery_tag, multiple,
+                    nack.immediate ? Settle::kRequeue : Settle::kRetry, options);
+}
+
+Status Broker::CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_ms) const {
+  // Delays end by the last millisecond of year 9999: far enough for anyone, and every due
+  // time then fits the scheduler's arithmetic (microseconds in 64 bits).
+  constexpr int64_t kMaxDueMs = 253'402'300'799'999;
+  if (delay_ms > static_cast<uint64_t>(std::max<int64_t>(kMaxDueMs - now_ms - 1, 0)) ||
+      deliver_at_ms > kMaxDueMs) {
+    return Status(StatusCode::kInvalidArgument,
+                  "delivery time is after 9999-12-31T23:59:59.999Z, the latest accepted");
+  }
+  uint64_t wait = delay_ms != 0            ? delay_ms
+                  : deliver_at_ms > now_ms ? static_cast<uint64_t>(deliver_at_ms - now_ms)
+                                           : 0;
+  if (options_.max_delay_ms != 0 && wait > options_.max_delay_ms) {
+    return Status(StatusCode::kInvalidArgument, "delay of " + std::to_string(wait) +
+                                                    " ms is beyond max_delay_ms " +
+                                                    std::to_string(options_.max_delay_ms));
+  }
+  return Status::Ok();
+}
+
+Status Broker::CheckLease(const Queue& queue, uint32_t lease_ms) const {
+  if (lease_ms <= queue.policy().max_lease_ms) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                "lease_ms " + std::to_string(lease_ms) + " exceeds queue " + Quote(queue.name()) +
+                    "'s maximum lease of " + std::to_string(queue.policy().max_lease_ms) +
+                    " ms (x-max-lease-ms)");
+}
+
+Status Broker::UnknownTag(const SessionState& session, uint64_t delivery_tag) const {
+  if (session.expired_tags.contains(delivery_tag)) {
+    return Status(StatusCode::kLeaseExpired,
+                  "delivery tag " + std::to_string(delivery_tag) +
+                      ": its lease expired and the message was put back for redelivery; this "
+                      "settles nothing");
+  }
+  return Status(StatusCode::kUnknownDeliveryTag,
+                "delivery tag " + std::to_string(delivery_tag) +
+                    " is unknown or already settled on this connection");
+}
+
+Status Broker::ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  auto it = session->unacked.find(delivery_tag);
+  if (it == session->unacked.end()) return UnknownTag(*session, delivery_tag);
+  InFlight& in_flight = it->second;
+  if (lease_ms == 0) lease_ms = in_flight.lease_ms;
+  WHARF_RETURN_IF_ERROR(CheckLease(*in_flight.queue, lease_ms));
+  in_flight.lease_ms = lease_ms;
+  in_flight.lease_deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
+  leases_.Add(LeaseRef{session_id, delivery_tag, in_flight.lease_deadline});
+  return Status::Ok();
 }
 
 Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
-                          uint64_t delay_ms) {
+                          const SettleOptions& options) {
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
   auto& unacked = session->unacked;
@@ -783,25 +836,42 @@ Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multi
     std::vector<InFlight> settled;
     for (auto it = unacked.begin(); it != end; ++it) settled.push_back(std::move(it->second));
     unacked.erase(unacked.begin(), end);
-    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action, delay_ms);
+    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action, options);
     return Status::Ok();
   }
   auto it = unacked.find(delivery_tag);
-  if (it == unacked.end()) {
-    return Status(StatusCode::kUnknownDeliveryTag,
-                  "delivery tag " + std::to_string(delivery_tag) +
-                      " is unknown or already settled on this connection");
-  }
+  if (it == unacked.end()) return UnknownTag(*session, delivery_tag);
   InFlight in_flight = std::move(it->second);
   unacked.erase(it);
-  SettleOne(std::move(in_flight), action, delay_ms);
+  SettleOne(std::move(in_flight), action, options);
   return Status::Ok();
 }
 
-void Broker::SettleOne(InFlight in_flight, Settle action, uint64_t delay_ms) {
+void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& options) {
   Queue& queue = *in_flight.queue;
   --queue.in_flight;
   if (in_flight.consumer) --in_flight.consumer->unacked;
+  QueuedMessage& message = in_flight.message;
+  if (options.failed) {
+    auto failures = std::make_shared<Failures>();
+    failures->count = (message.failures ? message.failures->count : 0) + 1;
+    failures->last_failed_at_ms = clock_->WallMillis();
+    failures->last_error = options.error;
+    message.failures = std::move(failures);
+  }
+  uint64_t delay_ms = options.delay_ms;
+  if (action == Settle::kRetry) {
+    delay_ms =
+        queue.policy().RetryDelay(message.failures ? message.failures->count : 1, retry_rng_);
+    action = delay_ms > 0 ? Settle::kRequeueLater : Settle::kRequeue;
+  }
+  if (action == Settle::kRequeueLater && queue.delayed().backed() && !store_error_.ok()) {
+    // The timeline lives on disk, which cannot be written now: back at once rather than a
+    // message held nowhere.
+    spdlog::warn("queue={} message={} requeued at once, not delayed: the store cannot write",
+                 queue.name(), message.envelope->message.id);
+    action = Settle::kRequeue;
+  }
   switch (action) {
     case Settle::kAck:
       ++queue.acked_total;
@@ -816,12 +886,45 @@ void Broker::SettleOne(InFlight in_flight, Settle action, uint64_t delay_ms) {
         UpdateDelayHead(in_flight.queue);
       }
       break;
+    case Settle::kRetry:  // resolved above
+      break;
     case Settle::kDrop:
       // Dead-lettering arrives with the delivery lifecycle.
       if (!queue.deleted) Unstore(queue, in_flight.message);
       break;
   }
   if (!queue.deleted) ScheduleDispatch(in_flight.queue);
+}
+
+void Broker::ExpireLeases() {
+  // Bounded per tick; what is left is due at once and runs at the next tick, after the
+  // broker thread has served other work.
+  constexpr size_t kExpiriesPerTick = 10'000;
+  auto due = leases_.TakeDue(clock_->Now(), kExpiriesPerTick);
+  uint64_t expired = 0;
+  for (const LeaseRef& lease : due) {
+    SessionState* session = FindSession(lease.session_id);
+    if (!session) continue;
+    auto it = session->unacked.find(lease.delivery_tag);
+    // Settled since, or extended (a later entry stands for it).
+    if (it == session->unacked.end() || it->second.lease_deadline != lease.deadline) continue;
+    InFlight in_flight = std::move(it->second);
+    session->unacked.erase(it);
+    session->RememberExpired(lease.delivery_tag);
+    ++expired;
+    spdlog::debug("conn={} queue={} message={} tag={} lease of {} ms expired", lease.session_id,
+                  in_flight.queue->name(), in_flight.message.envelope->message.id,
+                  lease.delivery_tag, in_flight.lease_ms);
+    std::string error = "lease of " + std::to_string(in_flight.lease_ms) + " ms expired";
+    SettleOptions options;
+    options.failed = true;
+    options.error = error;
+    ++in_flight.queue->lease_expired_total;
+    // Never closes the connection: the message is simply redelivered (retry policy).
+    SettleOne(std::move(in_flight), Settle::kRetry, options);
+  }
+  if (expired > 0)
+    spdlog::info("{} delivery leases expired; their messages are redelivered", expired);
 }
 
 // --- Dispatch -----------------------------------------------------------------------------------
@@ -842,8 +945,10 @@ void Broker::CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deli
 }
 
 Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queue,
-                       QueuedMessage message, const std::shared_ptr<Consumer>& consumer) {
+                       QueuedMessage message, const std::shared_ptr<Consumer>& consumer,
+                       uint32_t lease_ms) {
   ++message.receive_count;
+  if (message.first_received_at_ms == 0) message.first_received_at_ms = clock_->WallMillis();
   if (message.stored) {
     if (message.receive_count == 1) {
       // Messages are delivered in sequence order, so one mark per queue records every first
@@ -860,7 +965,8 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
       bool inline_entry = message.store_flags & store::kEntryInline;
       Persist(store::StoreBatch::PutEntry{store::EntryRef{
           queue->store_id(), message.seq, message.envelope->message.id, message.receive_count,
-          message.store_flags, inline_entry ? message.envelope : nullptr}});
+          message.store_flags, inline_entry ? message.envelope : nullptr,
+          message.first_received_at_ms, message.failures}});
     }
   }
   Delivery delivery;
@@ -870,11 +976,17 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
   delivery.receive_count = message.receive_count;
   delivery.redelivered = message.receive_count > 1;
   delivery.queue = queue->name();
+  delivery.first_received_at_ms = message.first_received_at_ms;
+  delivery.failures = message.failures;
+  if (lease_ms == 0) lease_ms = queue->policy().lease_ms;
+  delivery.lease_ms = lease_ms;
   ++queue->in_flight;
   ++queue->delivered_total;
   if (consumer) ++consumer->unacked;
+  SteadyTime deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
+  leases_.Add(LeaseRef{session.id(), delivery.delivery_tag, deadline});
   session.unacked.emplace_hint(session.unacked.end(), delivery.delivery_tag,
-                               InFlight{queue, std::move(message), consumer});
+                               InFlight{queue, std::move(message), consumer, deadline, lease_ms});
   return delivery;
 }
 
@@ -910,7 +1022,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
         break;
       }
       bytes += size;
-      deliveries.push_back(Track(*session, queue, std::move(*message), nullptr));
+      deliveries.push_back(Track(*session, queue, std::move(*message), nullptr, waiter.lease_ms));
     }
     if (deliveries.empty()) {
       waiters.push_front(waiter);  // everything left had expired
@@ -936,7 +1048,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     auto message = queue->Pop(now_ms, &expired);
     if (!message) break;
     SessionState& session = *chosen->session;
-    session.peer().Deliver(Track(session, queue, std::move(*message), chosen));
+    session.peer().Deliver(Track(session, queue, std::move(*message), chosen, chosen->lease_ms));
     MarkDirty(session);
   }
   for (const QueuedMessage& m : expired) Unstore(*queue, m);
@@ -991,6 +1103,7 @@ void Broker::OnTimer() {
     CommitPending(/*probe=*/true);
   }
   ReleaseDue();
+  ExpireLeases();
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
     auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
     receive_deadlines_.erase(receive_deadlines_.begin());
@@ -1019,6 +1132,7 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
   if (auto release = NextReleaseDeadline(); release && (!next || *release < *next)) {
     next = release;
   }
+  if (auto lease = leases_.next(); lease && (!next || *lease < *next)) next = lease;
   return next;
 }
 

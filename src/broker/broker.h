@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "broker/exchange.h"
+#include "broker/lease_timer.h"
 #include "broker/queue.h"
 #include "broker/session_state.h"
 #include "common/clock.h"
@@ -80,6 +82,13 @@ struct PublishOutcome {
   EnvelopePtr envelope;  // the accepted message, for a mandatory return
   // The answer comes later, through SessionPeer::PublishDone, once the message is on disk.
   bool deferred = false;
+};
+
+// How a settle counts (Broker::SettleOne).
+struct SettleOptions {
+  uint64_t delay_ms = 0;   // kRequeueLater
+  bool failed = false;     // counts as a failure (nack, reject, lease expiry)
+  std::string_view error;  // the failure's text
 };
 
 class Broker {
@@ -128,18 +137,35 @@ class Broker {
   Status ListDelayed(uint64_t session_id, uint64_t request_id, const std::string& queue,
                      int64_t after_due_ms, uint64_t after_message_id, uint32_t limit);
   // Returns the consumer tag (generated when `consumer_tag` is empty).
+  // `lease_ms`: each delivery's lease (0 = the queue's default; at most its maximum).
   Result<std::string> Subscribe(uint64_t session_id, const std::string& queue,
-                                std::string consumer_tag, uint32_t prefetch, bool exclusive);
+                                std::string consumer_tag, uint32_t prefetch, bool exclusive,
+                                uint32_t lease_ms = 0);
   Status Cancel(uint64_t session_id, std::string_view consumer_tag);
   // On OK the answer comes later through SessionPeer::CompleteReceive (at the latest after
   // wait_ms); on error nothing else is sent.
   Status Receive(uint64_t session_id, uint64_t request_id, const std::string& queue,
-                 uint32_t max_messages, uint32_t wait_ms);
+                 uint32_t max_messages, uint32_t wait_ms, uint32_t lease_ms = 0);
   Status Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple);
-  // With `requeue` and `delay_ms` > 0 the message waits in its queue's timeline (a retry with
-  // backoff, docs/scheduler.md) and comes back at the tail with its receive count.
+  // A failed delivery (docs/lifecycle.md). Without `requeue` the message is rejected (dropped).
+  // With it, it comes back: after `delay_ms` when given, else at once when `immediate` or
+  // when the queue has no retry policy, else after the policy's backoff. `error` (cut to
+  // 1 KiB) becomes the message's last error.
+  struct NackOptions {
+    bool requeue = true;
+    uint64_t delay_ms = 0;
+    bool immediate = false;
+    std::string_view error;
+  };
+  Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, NackOptions options);
   Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue,
-              uint64_t delay_ms = 0);
+              uint64_t delay_ms = 0) {
+    return Nack(session_id, delivery_tag, multiple,
+                NackOptions{requeue, delay_ms, /*immediate=*/false, {}});
+  }
+  // Sets the delivery's lease to end `lease_ms` from now (at most the queue's maximum).
+  // kLeaseExpired when it already ran out.
+  Status ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms);
 
   // --- Driving -------------------------------------------------------------------------------
   // Dispatches every queue touched since the last Flush and flushes every peer with output.
@@ -154,19 +180,32 @@ class Broker {
   }
 
  private:
-  enum class Settle { kAck, kRequeue, kRequeueLater, kDrop };
+  enum class Settle {
+    kAck,
+    kRequeue,       // back at its position at once (connection closed, or asked for)
+    kRequeueLater,  // back after a delay (SettleOptions::delay_ms)
+    kRetry,         // the queue's retry policy decides: at once or after a backoff
+    kDrop,
+  };
 
   Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view name) const;
   Exchange* FindExchange(std::string_view name);
   SessionState* FindSession(uint64_t session_id);
-  // `delay_ms` for kRequeueLater.
   Status SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
-                    uint64_t delay_ms = 0);
-  void SettleOne(InFlight in_flight, Settle action, uint64_t delay_ms = 0);
+                    const SettleOptions& options = {});
+  void SettleOne(InFlight in_flight, Settle action, const SettleOptions& options = {});
+  // kInvalidArgument for a delay (or delivery time) past year 9999 or max_delay_ms.
+  Status CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_ms) const;
+  // kInvalidArgument when `lease_ms` is beyond the queue's maximum (0: its default).
+  Status CheckLease(const Queue& queue, uint32_t lease_ms) const;
+  // kUnknownDeliveryTag, or kLeaseExpired for a tag whose lease ran out.
+  Status UnknownTag(const SessionState& session, uint64_t delivery_tag) const;
+  // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
+  void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
   void Dispatch(const std::shared_ptr<Queue>& queue);
   Delivery Track(SessionState& session, const std::shared_ptr<Queue>& queue, QueuedMessage message,
-                 const std::shared_ptr<Consumer>& consumer);
+                 const std::shared_ptr<Consumer>& consumer, uint32_t lease_ms);
   void MarkDirty(SessionState& session);
   void RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
                       std::string_view reason);
@@ -209,7 +248,9 @@ class Broker {
                       uint64_t generation, uint64_t message_id,
                       Result<std::optional<store::DelayedRef>> found);
   // Answers a CancelDelayed once what it changed is on disk.
-  void FinishCancel(uint64_t session_id, uint64_t request_id, bool cancelled, bool sync);
+  // `stored`: the removal went to the store (else the answer need not wait for a commit).
+  void FinishCancel(uint64_t session_id, uint64_t request_id, bool cancelled, bool sync,
+                    bool stored);
   void ForgetDelayHead(Queue* queue);
   // When the scheduler must run next, as a steady deadline.
   std::optional<SteadyTime> NextReleaseDeadline() const;
@@ -272,6 +313,8 @@ class Broker {
   std::vector<std::weak_ptr<Queue>> load_retries_;       // loads that failed
   // The scheduler: each queue with delayed messages in RAM, under its earliest due time.
   std::set<std::pair<int64_t, Queue*>> delay_heads_;
+  LeaseTimer leases_;                                          // every delivery's lease
+  std::mt19937_64 retry_rng_;                                  // full jitter of retry backoffs
   std::vector<std::shared_ptr<Queue>> pending_delayed_loads_;  // issued after the commit
   std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
   // Run once the commit of the current batch completes (with its status).

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "broker/broker.h"
 
@@ -93,8 +94,14 @@ void Broker::DelayDelivered(Queue& queue, QueuedMessage message, int64_t due_ms)
   DelayKey key{due_ms, message.envelope->message.id};
   uint8_t flags = 0;
   if (queue.delayed().backed()) {
-    store::EntryRef ref{queue.store_id(), message.seq, key.message_id, message.receive_count,
-                        message.store_flags};
+    store::EntryRef ref{queue.store_id(),
+                        message.seq,
+                        key.message_id,
+                        message.receive_count,
+                        message.store_flags,
+                        nullptr,
+                        message.first_received_at_ms,
+                        message.failures};
     if (message.stored) {
       // From the entries to the timeline in one batch; the body stays where it is.
       flags = message.store_flags;
@@ -109,13 +116,15 @@ void Broker::DelayDelivered(Queue& queue, QueuedMessage message, int64_t due_ms)
     }
   }
   queue.delayed().Add(key,
-                      DelayedMessage{std::move(message.envelope), message.receive_count, flags});
+                      DelayedMessage{std::move(message.envelope), message.receive_count, flags,
+                                     message.first_received_at_ms, std::move(message.failures)});
 }
 
 void Broker::ReleaseOne(Queue& queue, DelayKey key, DelayedMessage message) {
   const Envelope& envelope = *message.envelope;
   if (!queue.delayed().backed()) {
-    queue.Enqueue(std::move(message.envelope), false, 0, false, message.receive_count);
+    queue.Enqueue(std::move(message.envelope), false, 0, false, message.receive_count,
+                  message.first_received_at_ms, std::move(message.failures));
     return;
   }
   // On disk it moves from the timeline to the queue's entries in one batch. A non-persistent
@@ -123,12 +132,19 @@ void Broker::ReleaseOne(Queue& queue, DelayKey key, DelayedMessage message) {
   // unless the queue pages.
   const bool page = queue.ShouldPage(options_.page_limits);
   const bool keep = envelope.message.persistent || page;
-  store::EntryRef ref{queue.store_id(), 0, key.message_id, message.receive_count,
-                      message.store_flags};
+  store::EntryRef ref{queue.store_id(),
+                      0,
+                      key.message_id,
+                      message.receive_count,
+                      message.store_flags,
+                      nullptr,
+                      message.first_received_at_ms,
+                      message.failures};
   Persist(store::StoreBatch::RemoveDelayed{ref, key.due_ms, /*release=*/!keep});
   const uint8_t flags = keep ? message.store_flags : 0;
   EnvelopePtr inline_body = (flags & store::kEntryInline) ? message.envelope : nullptr;
-  ref.seq = queue.Enqueue(std::move(message.envelope), keep, flags, page, message.receive_count);
+  ref.seq = queue.Enqueue(std::move(message.envelope), keep, flags, page, message.receive_count,
+                          message.first_received_at_ms, message.failures);
   if (keep) {
     ref.envelope = std::move(inline_body);
     Persist(store::StoreBatch::PutEntry{ref});
@@ -140,11 +156,16 @@ std::optional<SteadyTime> Broker::NextReleaseDeadline() const {
   SteadyTime now = clock_->Now();
   if (release_backlog_) {
     // Due now, waiting for the rate: when a slice's worth of tokens is back.
+    // At least one whole token: ReleaseDue releases whole messages only.
     double rate = std::max<double>(options_.delay_release_per_second, 1);
-    double missing = std::max(0.0, std::min<double>(kReleaseSlice, rate / 10) - release_tokens_);
-    return now + std::chrono::microseconds(static_cast<int64_t>(missing / rate * 1e6));
+    double need = std::max(1.0, std::min<double>(kReleaseSlice, rate / 10));
+    double missing = std::max(0.0, need - release_tokens_);
+    return now + std::chrono::microseconds(static_cast<int64_t>(std::ceil(missing / rate * 1e6)));
   }
-  // To the microsecond: waking at the start of the due millisecond, not up to 1 ms after it.
+  // Milliseconds first (due times are capped at kMaxDueMs, but stay clear of overflow), then
+  // to the microsecond: waking at the start of the due millisecond, not up to 1 ms after it.
+  int64_t wait_ms = delay_heads_.begin()->first - clock_->WallMillis();
+  if (wait_ms > 1'000) return now + kMaxSleep;
   int64_t wait_us = delay_heads_.begin()->first * 1000 - clock_->WallMicros();
   if (wait_us <= 0) return now;
   return now + std::min<std::chrono::microseconds>(std::chrono::microseconds(wait_us), kMaxSleep);
@@ -195,7 +216,8 @@ void Broker::OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generati
       ++dropped;
       continue;
     }
-    item.message = DelayedMessage{std::move(m.envelope), m.receive_count, m.flags};
+    item.message = DelayedMessage{std::move(m.envelope), m.receive_count, m.flags,
+                                  m.first_received_at_ms, std::move(m.failures)};
   }
   bool reached_end = loaded->size() < options_.delay_load_batch && bytes < LoadBytes();
   timeline.AddLoaded(std::move(items), reached_end);
@@ -218,12 +240,12 @@ Status Broker::CancelDelayed(uint64_t session_id, uint64_t request_id, const std
   DelayTimeline& timeline = queue->delayed();
   bool sync = false;
   if (CancelInRam(queue, message_id, &sync)) {
-    FinishCancel(session_id, request_id, true, sync);
+    FinishCancel(session_id, request_id, true, sync, timeline.backed());
     return Status::Ok();
   }
   if (!timeline.backed() || !store_ ||
       (timeline.disk_count() == 0 && !timeline.count_estimated())) {
-    FinishCancel(session_id, request_id, false, false);
+    FinishCancel(session_id, request_id, false, false, false);
     return Status::Ok();
   }
   // It may be on disk only: ask the store, after this batch's commit so that the answer
@@ -273,7 +295,7 @@ void Broker::OnDelayedFound(uint64_t session_id, uint64_t request_id,
     return;
   }
   if (!queue || queue->deleted || queue->delayed().generation() != generation || !*found) {
-    FinishCancel(session_id, request_id, false, false);
+    FinishCancel(session_id, request_id, false, false, false);
     return;
   }
   DelayKey key{(*found)->due_ms, message_id};
@@ -286,14 +308,15 @@ void Broker::OnDelayedFound(uint64_t session_id, uint64_t request_id,
     spdlog::debug("queue={} message={} delayed message cancelled (on disk)", queue->name(),
                   message_id);
     UpdateDelayHead(queue);
-    FinishCancel(session_id, request_id, true, !((*found)->flags & store::kEntryTransient));
+    FinishCancel(session_id, request_id, true, !((*found)->flags & store::kEntryTransient), true);
     return;
   }
   // Loaded since the lookup: still waiting in RAM, or released.
-  FinishCancel(session_id, request_id, CancelInRam(queue, message_id, &sync), sync);
+  FinishCancel(session_id, request_id, CancelInRam(queue, message_id, &sync), sync, true);
 }
 
-void Broker::FinishCancel(uint64_t session_id, uint64_t request_id, bool cancelled, bool sync) {
+void Broker::FinishCancel(uint64_t session_id, uint64_t request_id, bool cancelled, bool sync,
+                          bool stored) {
   auto answer = [this, session_id, request_id, cancelled](const Status& status) {
     SessionState* session = FindSession(session_id);
     if (!session) return;
@@ -304,7 +327,7 @@ void Broker::FinishCancel(uint64_t session_id, uint64_t request_id, bool cancell
     }
     MarkDirty(*session);
   };
-  if (!store_ || !cancelled) {
+  if (!store_ || !cancelled || !stored) {
     answer(Status::Ok());
     return;
   }
@@ -325,6 +348,10 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
     session->peer().ListDelayedDone(request_id, page);
     MarkDirty(*session);
   };
+  if (after == kDelayKeyMax) {  // nothing can follow the last possible key
+    reply(DelayedPage{});
+    return Status::Ok();
+  }
   if (!queue->delayed().backed()) {
     DelayedPage page;
     for (auto& [key, message] : queue->delayed().ListRam(after, limit + 1)) {
@@ -333,6 +360,8 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
         break;
       }
       page.messages.push_back(ToInfo(key, message));
+      page.next_after_deliver_at_ms = key.due_ms;
+      page.next_after_message_id = key.message_id;
     }
     reply(page);
     return Status::Ok();
@@ -356,22 +385,25 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
           if (!loaded.ok()) return reply(loaded.status());
           DelayedPage page;
           uint64_t bytes = 0;
-          for (store::LoadedMessage& m : *loaded) {
+          // `limit` entries at most are looked at; the one after them only says "more".
+          size_t looked_at = std::min<size_t>(loaded->size(), limit);
+          for (size_t i = 0; i < looked_at; ++i) {
+            store::LoadedMessage& m = (*loaded)[i];
             if (m.envelope) bytes += m.envelope->message.body.size();
-            if (page.messages.size() == limit) {
-              page.more = true;
-              break;
-            }
+            // The cursor moves past every entry read, listed or not.
+            page.next_after_deliver_at_ms = m.due_ms;
+            page.next_after_message_id = m.message_id;
             // Unreadable, or a non-persistent message from before a restart (dropped when
             // its turn comes to be loaded).
             if (!m.envelope || ((m.flags & store::kEntryTransient) && m.message_id < run_start)) {
               continue;
             }
-            page.messages.push_back(ToInfo(DelayKey{m.due_ms, m.message_id},
-                                           DelayedMessage{m.envelope, m.receive_count, m.flags}));
+            page.messages.push_back(
+                ToInfo(DelayKey{m.due_ms, m.message_id},
+                       DelayedMessage{m.envelope, m.receive_count, m.flags, 0, nullptr}));
           }
-          // The read stopped at its byte budget rather than its count: there may be more.
-          if (!page.more && bytes >= kListBytes) page.more = true;
+          // More when the read found an entry beyond `limit`, or stopped at its byte budget.
+          page.more = loaded->size() > limit || bytes >= kListBytes;
           reply(page);
         });
   });

@@ -19,7 +19,15 @@ Status Broker::Recover(const store::RecoveredState& state) {
   }
   uint64_t messages = 0;
   for (const store::StoredQueue& stored : state.queues) {
-    auto queue = std::make_shared<Queue>(stored.spec, 0, stored.queue_id, options_.delay_limits);
+    auto policy = ParseQueuePolicy(stored.spec.arguments);
+    if (!policy.ok()) {
+      // Written by a build that knew other arguments: keep the queue with default policy.
+      spdlog::warn("recovery: queue={} arguments: {}; using the defaults", stored.spec.name,
+                   policy.status().ToString());
+      policy = QueuePolicy{};
+    }
+    auto queue =
+        std::make_shared<Queue>(stored.spec, 0, stored.queue_id, options_.delay_limits, *policy);
     queue->Restore(stored.first_seq, stored.next_seq);
     queue->NoteDelivered(stored.delivered_through);
     // New messages must come after the delivery mark, or they would count as delivered.
@@ -207,7 +215,8 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
       ++dropped;
       continue;
     }
-    kept.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags});
+    kept.push_back(QueuedMessage{std::move(m.envelope), m.seq, m.receive_count, true, m.flags,
+                                 m.first_received_at_ms, std::move(m.failures)});
   }
   uint64_t consumed = loaded->size();
   bool reached_end = consumed < options_.load_batch && bytes < LoadBytes();

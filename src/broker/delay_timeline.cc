@@ -52,10 +52,10 @@ std::optional<std::pair<DelayKey, DelayedMessage>> DelayTimeline::RemoveFromRam(
 
 bool DelayTimeline::ClaimOnDisk(DelayKey key) {
   if (!backed_ || key < disk_from_ || ram_ids_.contains(key.message_id)) return false;
-  if (loading_) {
-    // The load in flight may return it: it must then be skipped, and not counted twice.
-    if (!claimed_during_load_.insert(key.message_id).second) return false;
-  }
+  // Remembered until a load passes its key: a second cancel (two lookups answered before
+  // either removal was written) finds it claimed, and a load in flight that returns it skips
+  // it; either way it is counted off once.
+  if (!claimed_.emplace(key.message_id, key).second) return false;
   NoteDiskRemoved();
   return true;
 }
@@ -77,7 +77,7 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
   DelayKey last = disk_from_;
   for (Loaded& item : loaded) {
     last = item.key;
-    if (claimed_during_load_.contains(item.key.message_id)) continue;  // cancelled, uncounted
+    if (claimed_.contains(item.key.message_id)) continue;  // cancelled, counted off already
     // Added during the load: in RAM (or released, or cancelled) already, and never counted.
     if (added_during_load_.contains(item.key.message_id)) continue;
     if (ram_ids_.contains(item.key.message_id)) continue;  // cannot happen: RAM is a prefix
@@ -87,7 +87,6 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
     ram_ids_[item.key.message_id] = item.key.due_ms;
     ram_.emplace(item.key, std::move(*item.message));
   }
-  claimed_during_load_.clear();
   added_during_load_.clear();
   if (reached_end) {
     disk_from_ = kDelayKeyMax;
@@ -103,6 +102,8 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
       ++disk_from_.message_id;
     }
   }
+  // Claims the disk part no longer covers are done with: no later load can return them.
+  std::erase_if(claimed_, [&](const auto& claim) { return claim.second < disk_from_; });
   // Messages added during the load at or beyond the new boundary belong to the disk part.
   while (!ram_.empty() && std::prev(ram_.end())->first >= disk_from_) {
     auto it = std::prev(ram_.end());
@@ -124,7 +125,9 @@ void DelayTimeline::Evict(std::map<DelayKey, DelayedMessage>::iterator it) {
 
 void DelayTimeline::EnforceLimits() {
   if (!backed_) return;
-  while (!ram_.empty() && (ram_.size() > limits_.max_messages || ram_bytes_ > limits_.max_bytes)) {
+  // The earliest message always stays, however large: it is the next to be released.
+  while (ram_.size() > 1 &&
+         (ram_.size() > limits_.max_messages || ram_bytes_ > limits_.max_bytes)) {
     Evict(std::prev(ram_.end()));
   }
 }
@@ -152,7 +155,7 @@ uint64_t DelayTimeline::Clear() {
   recovered_count_ = 0;
   disk_delta_ = 0;
   loading_ = false;
-  claimed_during_load_.clear();
+  claimed_.clear();
   added_during_load_.clear();
   ++generation_;
   return n;

@@ -49,7 +49,9 @@ inline constexpr DelayKey kDelayKeyMax{std::numeric_limits<int64_t>::max(),
 struct DelayedMessage {
   EnvelopePtr envelope;
   uint32_t receive_count = 0;
-  uint8_t store_flags = 0;  // the on-disk entry's flags (store::kEntry*) when backed
+  uint8_t store_flags = 0;           // the on-disk entry's flags (store::kEntry*) when backed
+  int64_t first_received_at_ms = 0;  // attempt accounting, kept across the wait
+  FailuresPtr failures;
 };
 
 class DelayTimeline {
@@ -132,8 +134,9 @@ class DelayTimeline {
   uint64_t recovered_count_ = 0;
   int64_t disk_delta_ = 0;
   bool loading_ = false;
-  std::unordered_set<uint64_t> claimed_during_load_;  // cancelled from disk while loading
-  std::unordered_set<uint64_t> added_during_load_;    // added at or beyond disk_from_ meanwhile
+  // Cancelled while on disk only, until a load passes them: id -> key.
+  std::unordered_map<uint64_t, DelayKey> claimed_;
+  std::unordered_set<uint64_t> added_during_load_;  // added at or beyond disk_from_ meanwhile
   uint64_t generation_ = 0;
 };
 

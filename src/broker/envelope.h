@@ -25,6 +25,10 @@ struct Delivery {
   uint32_t receive_count = 0;  // 1 on the first delivery
   bool redelivered = false;
   std::string queue;
+  // Attempt accounting (docs/lifecycle.md).
+  int64_t first_received_at_ms = 0;
+  FailuresPtr failures;   // null: none
+  uint32_t lease_ms = 0;  // settle within this, or it is redelivered
 };
 
 }  // namespace wharf::broker

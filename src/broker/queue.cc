@@ -12,7 +12,8 @@ bool Expired(const QueuedMessage& m, int64_t now_wall_ms) {
 }  // namespace
 
 uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
-                        uint32_t receive_count) {
+                        uint32_t receive_count, int64_t first_received_at_ms,
+                        FailuresPtr failures) {
   uint64_t seq = next_seq_++;
   ++published_total;
   if (page) {
@@ -21,7 +22,8 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
     return seq;
   }
   ram_bytes_ += envelope->message.body.size();
-  ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags});
+  ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags,
+                                 first_received_at_ms, std::move(failures)});
   return seq;
 }
 

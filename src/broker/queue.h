@@ -29,6 +29,7 @@
 
 #include "broker/delay_timeline.h"
 #include "broker/envelope.h"
+#include "broker/queue_policy.h"
 #include "common/clock.h"
 #include "wharf/types.h"
 
@@ -42,6 +43,10 @@ struct QueuedMessage {
   uint32_t receive_count = 0;  // deliveries so far
   bool stored = false;         // has an entry in the message store
   uint8_t store_flags = 0;     // the entry's flags (store::kEntryShared, kEntryTransient)
+  // Attempt accounting (docs/lifecycle.md): when it was first delivered (Unix ms; 0 = not
+  // yet, or not known after a crash) and its failures (null = none).
+  int64_t first_received_at_ms = 0;
+  FailuresPtr failures;
 };
 
 // When a durable queue starts paging to disk.
@@ -63,6 +68,7 @@ struct Consumer {
   SessionState* session = nullptr;
   std::string queue;
   uint32_t prefetch = 0;  // 0 = unlimited
+  uint32_t lease_ms = 0;  // each delivery's lease; 0 = the queue's default
   uint32_t unacked = 0;
   bool active = true;  // false once cancelled; in-flight deliveries may still point here
   bool exclusive = false;
@@ -79,6 +85,7 @@ struct PullWaiter {
   uint64_t session_id = 0;
   uint64_t request_id = 0;
   uint32_t max_messages = 1;
+  uint32_t lease_ms = 0;                // the deliveries' lease; 0 = the queue's default
   ReceiveDeadlines::iterator deadline;  // erased when the waiter completes
 };
 
@@ -87,16 +94,18 @@ class Queue {
   // `store_id` is the queue's id in the message store; 0 when it is not stored (transient or
   // exclusive queues).
   Queue(QueueSpec spec, uint64_t owner_session_id, uint64_t store_id = 0,
-        DelayTimeline::Limits delay_limits = {})
+        DelayTimeline::Limits delay_limits = {}, QueuePolicy policy = {})
       : spec_(std::move(spec)),
         owner_session_id_(owner_session_id),
         store_id_(store_id),
+        policy_(policy),
         delayed_(store_id != 0, delay_limits) {}
 
   const std::string& name() const { return spec_.name; }
   const QueueSpec& spec() const { return spec_; }
   uint64_t owner_session_id() const { return owner_session_id_; }  // 0 unless exclusive
   uint64_t store_id() const { return store_id_; }
+  const QueuePolicy& policy() const { return policy_; }
 
   // True when the next message enqueued must go to the store only (see Paging above).
   bool ShouldPage(const PageLimits& limits) const {
@@ -105,8 +114,11 @@ class Queue {
   }
   // Appends a message and returns its sequence number. With `page` it is counted, not kept:
   // the caller has written it to the store.
+  // `receive_count` and the attempt accounting come along for a message that was delivered
+  // before (a retry released from the timeline).
   uint64_t Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
-                   uint32_t receive_count = 0);
+                   uint32_t receive_count = 0, int64_t first_received_at_ms = 0,
+                   FailuresPtr failures = nullptr);
   void Enqueue(EnvelopePtr envelope) { Enqueue(std::move(envelope), false, 0, false); }
   void Requeue(QueuedMessage message);
   // Takes the next message in RAM, moving expired ones to `expired`. nullopt when none is in
@@ -168,6 +180,7 @@ class Queue {
   uint64_t delivered_total = 0;
   uint64_t acked_total = 0;
   uint64_t expired_total = 0;
+  uint64_t lease_expired_total = 0;
   bool deleted = false;
   bool dispatch_scheduled = false;  // in Broker::pending_dispatch_
 
@@ -180,6 +193,7 @@ class Queue {
   QueueSpec spec_;
   uint64_t owner_session_id_;
   uint64_t store_id_;
+  QueuePolicy policy_;
   uint64_t next_seq_ = 1;
   uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
   uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher

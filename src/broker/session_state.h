@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "broker/queue.h"
@@ -22,6 +24,8 @@ struct InFlight {
   std::shared_ptr<Queue> queue;
   QueuedMessage message;
   std::shared_ptr<Consumer> consumer;  // null for pull deliveries
+  SteadyTime lease_deadline;           // in Broker::leases_ under this deadline
+  uint32_t lease_ms = 0;
 };
 
 class SessionState {
@@ -40,7 +44,20 @@ class SessionState {
   std::vector<std::string> exclusive_queues;
   uint64_t next_consumer_number = 1;
   uint32_t outstanding_receives = 0;  // long polls not yet answered
-  bool dirty = false;                 // has buffered output; in Broker::dirty_
+  // Tags whose lease expired, so a late ack gets LEASE_EXPIRED rather than "unknown"; the
+  // latest kRememberedExpiries, oldest first.
+  std::deque<uint64_t> expired_order;
+  std::unordered_set<uint64_t> expired_tags;
+  static constexpr size_t kRememberedExpiries = 65'536;
+  void RememberExpired(uint64_t tag) {
+    if (expired_order.size() == kRememberedExpiries) {
+      expired_tags.erase(expired_order.front());
+      expired_order.pop_front();
+    }
+    expired_order.push_back(tag);
+    expired_tags.insert(tag);
+  }
+  bool dirty = false;  // has buffered output; in Broker::dirty_
 
  private:
   uint64_t id_;

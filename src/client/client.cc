@@ -28,6 +28,11 @@ Delivery FromWireDelivery(pb::Delivery* in) {
   d.exchange = std::move(*in->mutable_exchange());
   d.routing_key = std::move(*in->mutable_routing_key());
   d.queue = std::move(*in->mutable_queue());
+  d.lease_ms = in->lease_ms();
+  d.first_received_at_ms = in->first_received_at_ms();
+  d.failure_count = in->failure_count();
+  d.last_failed_at_ms = in->last_failed_at_ms();
+  d.last_error = std::move(*in->mutable_last_error());
   return d;
 }
 
@@ -516,6 +521,8 @@ Result<DelayedPage> Client::ListDelayed(const std::string& queue, int64_t after_
     page.messages.push_back(std::move(info));
   }
   page.more = reply->list_delayed_ok().more();
+  page.next_after_deliver_at_ms = reply->list_delayed_ok().next_after_deliver_at_ms();
+  page.next_after_message_id = reply->list_delayed_ok().next_after_message_id();
   return page;
 }
 
@@ -630,7 +637,7 @@ void Client::PublishNoConfirm(const std::string& exchange, const std::string& ro
 
 Result<std::string> Client::Subscribe(const std::string& queue, uint32_t prefetch,
                                       DeliveryHandler handler, const std::string& consumer_tag,
-                                      bool exclusive) {
+                                      bool exclusive, std::chrono::milliseconds lease) {
   // Register the handler before the broker can deliver: deliveries may follow the reply
   // immediately, on the I/O thread, before this thread wakes up.
   auto shared = std::make_shared<DeliveryHandler>(std::move(handler));
@@ -640,6 +647,7 @@ Result<std::string> Client::Subscribe(const std::string& queue, uint32_t prefetc
   s->set_prefetch(prefetch);
   s->set_exclusive(exclusive);
   s->set_consumer_tag(consumer_tag);
+  s->set_lease_ms(static_cast<uint32_t>(std::max<int64_t>(lease.count(), 0)));
   auto promise = std::make_shared<std::promise<Result<std::string>>>();
   auto future = promise->get_future();
   Impl* impl = impl_.get();
@@ -678,12 +686,14 @@ Status Client::Cancel(const std::string& consumer_tag) {
 }
 
 Result<std::vector<Delivery>> Client::Receive(const std::string& queue, uint32_t max_messages,
-                                              std::chrono::milliseconds wait) {
+                                              std::chrono::milliseconds wait,
+                                              std::chrono::milliseconds lease) {
   pb::Frame frame;
   auto* r = frame.mutable_receive();
   r->set_queue(queue);
   r->set_max_messages(max_messages);
   r->set_wait_ms(static_cast<uint32_t>(wait.count()));
+  r->set_lease_ms(static_cast<uint32_t>(std::max<int64_t>(lease.count(), 0)));
   auto reply = impl_->Call(std::move(frame), wait);
   if (!reply.ok()) return reply.status();
   std::vector<Delivery> out;
@@ -717,6 +727,40 @@ void Client::Ack(uint64_t tag, bool multiple) {
 }
 void Client::Nack(uint64_t tag, bool multiple, bool requeue) {
   pb::Frame frame = SettleFrame(1, tag, multiple, requeue);
+  impl_->Send(frame, nullptr);
+}
+namespace {
+pb::Frame NackFrame(uint64_t tag, const NackOptions& options) {
+  pb::Frame frame;
+  auto* nack = frame.mutable_nack();
+  nack->set_delivery_tag(tag);
+  nack->set_multiple(options.multiple);
+  nack->set_requeue(options.requeue);
+  nack->set_immediate(options.immediate);
+  nack->set_delay_ms(static_cast<uint64_t>(std::max<int64_t>(options.delay.count(), 0)));
+  nack->set_error(options.error);
+  return frame;
+}
+pb::Frame ExtendFrame(uint64_t tag, std::chrono::milliseconds lease) {
+  pb::Frame frame;
+  frame.mutable_extend_lease()->set_delivery_tag(tag);
+  frame.mutable_extend_lease()->set_lease_ms(
+      static_cast<uint32_t>(std::clamp<int64_t>(lease.count(), 0, UINT32_MAX)));
+  return frame;
+}
+}  // namespace
+void Client::Nack(uint64_t tag, const NackOptions& options) {
+  pb::Frame frame = NackFrame(tag, options);
+  impl_->Send(frame, nullptr);
+}
+Status Client::NackSync(uint64_t tag, const NackOptions& options) {
+  return impl_->CallStatus(NackFrame(tag, options));
+}
+Status Client::ExtendLease(uint64_t tag, std::chrono::milliseconds lease) {
+  return impl_->CallStatus(ExtendFrame(tag, lease));
+}
+void Client::ExtendLeaseAsync(uint64_t tag, std::chrono::milliseconds lease) {
+  pb::Frame frame = ExtendFrame(tag, lease);
   impl_->Send(frame, nullptr);
 }
 void Client::NackWithDelay(uint64_t tag, std::chrono::milliseconds delay, bool multiple) {

@@ -8,6 +8,7 @@
 // may be read from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,5 +22,14 @@ struct Envelope {
   std::string routing_key;
 };
 using EnvelopePtr = std::shared_ptr<const Envelope>;
+
+// A message's failures in one queue (docs/lifecycle.md has what counts): kept per queue entry,
+// shared by the broker and the store, replaced (never changed) at each new failure.
+struct Failures {
+  uint32_t count = 0;             // nacks, rejects and lease expiries
+  int64_t last_failed_at_ms = 0;  // Unix ms
+  std::string last_error;         // as the consumer gave it (at most 1 KiB), or the broker's
+};
+using FailuresPtr = std::shared_ptr<const Failures>;
 
 }  // namespace wharf

@@ -54,6 +54,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "CONSUMER_NOT_FOUND";
     case StatusCode::kUnknownDeliveryTag:
       return "UNKNOWN_DELIVERY_TAG";
+    case StatusCode::kLeaseExpired:
+      return "LEASE_EXPIRED";
     case StatusCode::kReservedName:
       return "RESERVED_NAME";
     case StatusCode::kInternal:

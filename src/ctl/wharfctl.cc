@@ -1,6 +1,7 @@
 // wharfctl: the admin CLI. A first cut: declare, bind, publish, consume, list; plus
 // hash-password for the config file. Exit codes: 0 success, 1 the broker refused or failed,
 // 2 bad usage, 3 cannot connect.
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -168,23 +169,29 @@ std::optional<int64_t> ParseTime(const std::string& text) {
   const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (!rest) return std::nullopt;
   if (*rest == '.') {
-    char* after = nullptr;
-    millis = static_cast<int>(std::strtol(rest + 1, &after, 10));
-    if (after != rest + 4) return std::nullopt;
-    rest = after;
+    if (!std::isdigit(static_cast<unsigned char>(rest[1])) ||
+        !std::isdigit(static_cast<unsigned char>(rest[2])) ||
+        !std::isdigit(static_cast<unsigned char>(rest[3]))) {
+      return std::nullopt;
+    }
+    millis = (rest[1] - '0') * 100 + (rest[2] - '0') * 10 + (rest[3] - '0');
+    rest += 4;
   }
   if (std::string_view(rest) != "Z") return std::nullopt;
   return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
 }
 
 std::string FormatTime(int64_t ms) {
-  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  // Floor division, so times before 1970 keep a positive millisecond part.
+  int64_t floor_seconds = ms / 1000 - (ms % 1000 < 0 ? 1 : 0);
+  int millis = static_cast<int>(ms - floor_seconds * 1000);
+  std::time_t seconds = static_cast<std::time_t>(floor_seconds);
   std::tm tm{};
-  gmtime_r(&seconds, &tm);
+  if (!gmtime_r(&seconds, &tm)) return std::to_string(ms) + " ms";
   char buf[40];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms % 1000));
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, millis);
   return out;
 }
 
@@ -248,7 +255,11 @@ int Delayed(wharf::Client& client, const Args& args) {
              ",\"exchange\":" + JsonString(m.exchange) +
              ",\"routing_key\":" + JsonString(m.routing_key) + "}";
     }
-    out += std::string("],\"more\":") + (page->more ? "true" : "false") + "}";
+    char next[24];
+    std::snprintf(next, sizeof next, "%016llx",
+                  static_cast<unsigned long long>(page->next_after_message_id));
+    out += std::string("],\"more\":") + (page->more ? "true" : "false") + ",\"next_after\":\"" +
+           std::to_string(page->next_after_deliver_at_ms) + ":" + next + "\"}";
     std::puts(out.c_str());
     return 0;
   }
@@ -258,11 +269,10 @@ int Delayed(wharf::Client& client, const Args& args) {
                 FormatTime(m.deliver_at_ms).c_str(), static_cast<unsigned long long>(m.body_bytes),
                 m.routing_key.c_str());
   }
-  if (page->more && !page->messages.empty()) {
-    const auto& last = page->messages.back();
+  if (page->more) {
     std::printf("more: wharfctl delayed list %s --after %lld:%016llx\n", queue.c_str(),
-                static_cast<long long>(last.deliver_at_ms),
-                static_cast<unsigned long long>(last.message.id));
+                static_cast<long long>(page->next_after_deliver_at_ms),
+                static_cast<unsigned long long>(page->next_after_message_id));
   }
   return 0;
 }

@@ -208,6 +208,7 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kReject:
     case wire::Frame::kListDelayed:
     case wire::Frame::kCancelDelayed:
+    case wire::Frame::kExtendLease:
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
@@ -331,6 +332,13 @@ void Session::Encode(Outbound& item) {
     out->set_exchange(d.envelope->exchange);
     out->set_routing_key(d.envelope->routing_key);
     out->set_queue(d.queue);
+    out->set_lease_ms(d.lease_ms);
+    out->set_first_received_at_ms(d.first_received_at_ms);
+    if (d.failures) {
+      out->set_failure_count(d.failures->count);
+      out->set_last_failed_at_ms(d.failures->last_failed_at_ms);
+      out->set_last_error(d.failures->last_error);
+    }
   };
   if (auto* delivery = std::get_if<broker::Delivery>(&item)) {
     fill(*delivery, frame.mutable_delivery());
@@ -514,12 +522,23 @@ void Session::HandleRequest(Request& request) {
     }
     case wire::Frame::kNack: {
       const auto& nack = frame.nack();
-      return ReplyStatus(rid, broker.Nack(id_, nack.delivery_tag(), nack.multiple(), nack.requeue(),
-                                          nack.delay_ms()));
+      broker::Broker::NackOptions options;
+      options.requeue = nack.requeue();
+      options.delay_ms = nack.delay_ms();
+      options.immediate = nack.immediate();
+      options.error = nack.error();
+      return ReplyStatus(rid, broker.Nack(id_, nack.delivery_tag(), nack.multiple(), options));
     }
     case wire::Frame::kReject: {
       const auto& reject = frame.reject();
-      return ReplyStatus(rid, broker.Nack(id_, reject.delivery_tag(), false, reject.requeue()));
+      broker::Broker::NackOptions options;
+      options.requeue = reject.requeue();
+      options.error = reject.error();
+      return ReplyStatus(rid, broker.Nack(id_, reject.delivery_tag(), false, options));
+    }
+    case wire::Frame::kExtendLease: {
+      const auto& extend = frame.extend_lease();
+      return ReplyStatus(rid, broker.ExtendLease(id_, extend.delivery_tag(), extend.lease_ms()));
     }
     case wire::Frame::kListDelayed: {
       const auto& list = frame.list_delayed();
@@ -537,8 +556,8 @@ void Session::HandleRequest(Request& request) {
     }
     case wire::Frame::kSubscribe: {
       const auto& sub = frame.subscribe();
-      auto tag =
-          broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(), sub.exclusive());
+      auto tag = broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(),
+                                  sub.exclusive(), sub.lease_ms());
       if (!tag.ok()) return ReplyStatus(rid, tag.status());
       reply.mutable_subscribe_ok()->set_consumer_tag(*tag);
       return Reply(rid, std::move(reply));
@@ -547,8 +566,8 @@ void Session::HandleRequest(Request& request) {
       return ReplyStatus(rid, broker.Cancel(id_, frame.cancel().consumer_tag()));
     case wire::Frame::kReceive: {
       const auto& receive = frame.receive();
-      Status s =
-          broker.Receive(id_, rid, receive.queue(), receive.max_messages(), receive.wait_ms());
+      Status s = broker.Receive(id_, rid, receive.queue(), receive.max_messages(),
+                                receive.wait_ms(), receive.lease_ms());
       if (!s.ok()) ReplyStatus(rid, s);
       return;
     }
@@ -737,6 +756,8 @@ void Session::ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& re
   auto* ok = reply.mutable_list_delayed_ok();
   for (const DelayedInfo& info : result->messages) protocol::ToWire(info, ok->add_messages());
   ok->set_more(result->more);
+  ok->set_next_after_deliver_at_ms(result->next_after_deliver_at_ms);
+  ok->set_next_after_message_id(result->next_after_message_id);
   Reply(request_id, std::move(reply));
 }
 

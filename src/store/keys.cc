@@ -58,13 +58,35 @@ std::optional<EntryKeyParts> ParseEntryKey(std::string_view key) {
   return EntryKeyParts{ReadBigEndian64(key), ReadBigEndian64(key.substr(8))};
 }
 
-std::string EncodeEntryValue(const EntryValue& value) {
+std::string EncodeEntryValue(const EntryValue& value, std::string_view attempts) {
   std::string out;
-  out.reserve(13);
+  out.reserve(13 + (attempts.empty() ? 0 : 4 + attempts.size()));
   AppendLittleEndian64(&out, value.message_id);
   AppendLittleEndian32(&out, value.receive_count);
-  out.push_back(static_cast<char>(value.flags));
+  uint8_t flags = value.flags & ~kEntryAttempts;
+  if (!attempts.empty()) flags |= kEntryAttempts;
+  out.push_back(static_cast<char>(flags));
+  if (!attempts.empty()) {
+    AppendLittleEndian32(&out, static_cast<uint32_t>(attempts.size()));
+    out.append(attempts);
+  }
   return out;
+}
+
+std::string_view EntryAttemptsBytes(std::string_view value) {
+  if (value.size() < 17 || !(static_cast<uint8_t>(value[12]) & kEntryAttempts)) return {};
+  uint32_t n = ReadLittleEndian32(value.substr(13));
+  if (value.size() - 17 < n) return {};
+  return value.substr(17, n);
+}
+
+std::string_view EntryRecordBytes(std::string_view value) {
+  if (value.size() <= 13) return {};
+  if (!(static_cast<uint8_t>(value[12]) & kEntryAttempts)) return value.substr(13);
+  if (value.size() < 17) return {};
+  uint32_t n = ReadLittleEndian32(value.substr(13));
+  if (value.size() - 17 < n) return {};
+  return value.substr(17 + n);
 }
 
 std::string DeliveredKey(uint64_t queue_id) {

@@ -23,10 +23,13 @@
 //     due(ms) := fixed64be(ms XOR 2^63), so signed times sort in time order. "T" is the
 //     timeline in due order (loaded from its start, listed in pages); "I" finds a message's
 //     due time from its id (cancel). Both are written and removed together.
-//   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags) [MessageRecord]
+//   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
+//                  [fixed32le(n) AttemptsRecord(n bytes)] [MessageRecord]
 //     flags: kEntryInline    the MessageRecord follows in the value (a message in one queue:
 //                            one write to publish it, one to settle it)
 //            kEntryShared    the message is in "messages", referenced from several queues: "r"
+//            kEntryAttempts  an AttemptsRecord follows the header (first receive time, failures
+//                            and last error; written from the second delivery on)
 //            kEntryTransient the message is not persistent (written only because the queue
 //                            pages to disk); dropped when loaded after a restart
 //     The receive count is rewritten from the second delivery on; the first is recorded for
@@ -55,7 +58,8 @@ namespace wharf::store {
 //
 // History: 1 - first release of the layout. 2 - adds inline entries (kEntryInline) and the
 // "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only. 3 - adds the
-// "delayed" column family; 1 and 2 are upgraded by rewriting "F" (the family starts empty).
+// "delayed" column family and kEntryAttempts; 1 and 2 are upgraded by rewriting "F" (the
+// family starts empty, no older entry has the flag).
 inline constexpr int kFormatVersion = 3;
 
 inline constexpr char kColumnMessages[] = "messages";
@@ -96,12 +100,15 @@ struct EntryKeyParts {
 };
 std::optional<EntryKeyParts> ParseEntryKey(std::string_view key);
 
-std::string EncodeEntryValue(const EntryValue& value);
-// The 13-byte header; an inline entry's MessageRecord is the rest (EntryRecordBytes).
+// The header, then `attempts` (a serialized AttemptsRecord) when not empty, with
+// kEntryAttempts set.
+std::string EncodeEntryValue(const EntryValue& value, std::string_view attempts = {});
+// The 13-byte header (flags as written, kEntryAttempts included).
 std::optional<EntryValue> DecodeEntryValue(std::string_view value);
-inline std::string_view EntryRecordBytes(std::string_view value) {
-  return value.size() > 13 ? value.substr(13) : std::string_view();
-}
+// The AttemptsRecord bytes, empty when there are none (or the value is malformed).
+std::string_view EntryAttemptsBytes(std::string_view value);
+// An inline entry's MessageRecord: what follows the header and the attempts.
+std::string_view EntryRecordBytes(std::string_view value);
 std::string DeliveredKey(uint64_t queue_id);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);

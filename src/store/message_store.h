@@ -36,6 +36,9 @@ namespace wharf::store {
 inline constexpr uint8_t kEntryShared = 1;     // the body is shared with other queues' entries
 inline constexpr uint8_t kEntryTransient = 2;  // not persistent: dropped at recovery
 inline constexpr uint8_t kEntryInline = 4;     // the message is in the entry itself
+// Set by the store's encoding only (an AttemptsRecord precedes the message): never in the
+// flags the broker passes or gets back.
+inline constexpr uint8_t kEntryAttempts = 8;
 
 // Runs a completion on the thread that owns the broker.
 using PostFn = std::function<void(std::function<void()>)>;
@@ -48,6 +51,10 @@ struct EntryRef {
   uint8_t flags = 0;  // kEntryShared | kEntryTransient | kEntryInline (store/keys.h)
   // PutEntry of an inline entry: the message written into it. Unused otherwise.
   EnvelopePtr envelope = nullptr;
+  // Delivery history written with the entry (PutEntry, PutDelayed, DelayEntry); none when 0
+  // and null.
+  int64_t first_received_at_ms = 0;
+  FailuresPtr failures = nullptr;
 };
 
 // A user created at runtime (the config file's users are not stored).
@@ -182,6 +189,8 @@ struct LoadedMessage {
   uint8_t flags = 0;
   EnvelopePtr envelope;  // null when the body is missing (the entry should be removed)
   int64_t due_ms = 0;    // LoadDelayed only (seq is then 0)
+  int64_t first_received_at_ms = 0;
+  FailuresPtr failures;
 };
 
 // Where a delayed message is (FindDelayed).

@@ -178,4 +178,31 @@ std::string BindingKey(const BindingSpec& binding) {
   return key;
 }
 
+std::string AttemptsBytes(const EntryRef& entry) {
+  if (entry.first_received_at_ms == 0 && !entry.failures) return {};
+  pb::AttemptsRecord record;
+  record.set_first_received_at_ms(entry.first_received_at_ms);
+  if (entry.failures) {
+    record.set_failure_count(entry.failures->count);
+    record.set_last_failed_at_ms(entry.failures->last_failed_at_ms);
+    record.set_last_error(entry.failures->last_error);
+  }
+  return record.SerializeAsString();
+}
+
+bool ReadAttempts(std::string_view bytes, LoadedMessage* out) {
+  if (bytes.empty()) return true;
+  pb::AttemptsRecord record;
+  if (!record.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return false;
+  out->first_received_at_ms = record.first_received_at_ms();
+  if (record.failure_count() > 0 || !record.last_error().empty()) {
+    auto failures = std::make_shared<Failures>();
+    failures->count = record.failure_count();
+    failures->last_failed_at_ms = record.last_failed_at_ms();
+    failures->last_error = std::move(*record.mutable_last_error());
+    out->failures = std::move(failures);
+  }
+  return true;
+}
+
 }  // namespace wharf::store

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "common/envelope.h"
+#include "store/message_store.h"
 #include "wharf/result.h"
 #include "wharf/storage/v1/records.pb.h"
 #include "wharf/types.h"
@@ -19,6 +21,11 @@ namespace pb = ::wharf::storage::v1;
 
 void ToRecord(const Envelope& envelope, pb::MessageRecord* out);
 Result<Envelope> FromRecord(pb::MessageRecord&& record);
+
+// An entry's delivery history, serialized; "" when there is none to keep.
+std::string AttemptsBytes(const EntryRef& entry);
+// Reads it back into `out` (first_received_at_ms, failures); false when malformed.
+bool ReadAttempts(std::string_view bytes, LoadedMessage* out);
 
 pb::ExchangeRecord ToRecord(const ExchangeSpec& spec);
 Result<ExchangeSpec> FromRecord(const pb::ExchangeRecord& record);

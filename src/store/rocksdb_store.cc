@@ -651,7 +651,8 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             const EntryRef& e = o.entry;
             // Removed later in this group: the delete alone is enough.
             if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
-            std::string value = EncodeEntryValue({e.message_id, e.receive_count, e.flags});
+            std::string value =
+                EncodeEntryValue({e.message_id, e.receive_count, e.flags}, AttemptsBytes(e));
             if (e.flags & kEntryInline) {
               if (!e.envelope) {
                 status = Status(StatusCode::kInternal, "inline entry without its message");
@@ -803,10 +804,11 @@ Status RocksDbStore::RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_
 }
 
 Status RocksDbStore::PutTimelineEntry(const EntryRef& e, int64_t due_ms, rocksdb::WriteBatch* wb) {
-  std::string value = EncodeEntryValue({e.message_id, e.receive_count, e.flags});
+  std::string value = EncodeEntryValue({e.message_id, e.receive_count, e.flags}, AttemptsBytes(e));
   if (e.flags & kEntryInline) {
-    if (!e.envelope)
+    if (!e.envelope) {
       return Status(StatusCode::kInternal, "inline delayed entry without its message");
+    }
     pb::MessageRecord record;
     ToRecord(*e.envelope, &record);
     record.AppendToString(&value);
@@ -1037,7 +1039,11 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
       }
       loaded.message_id = entry->message_id;
       loaded.receive_count = entry->receive_count;
-      loaded.flags = entry->flags;
+      loaded.flags = entry->flags & ~kEntryAttempts;
+      if (!ReadAttempts(EntryAttemptsBytes(value), &loaded)) {
+        spdlog::warn("store: queue id {} message {}: unreadable delivery history; reset",
+                     request.queue_id, loaded.message_id);
+      }
       if (entry->flags & kEntryInline) {
         std::string_view bytes_view = EntryRecordBytes(value);
         pb::MessageRecord record;

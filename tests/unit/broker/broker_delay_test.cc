@@ -102,6 +102,14 @@ TEST_P(BrokerDelayTest, BadTimingsAreRefused) {
   auto huge = PublishDelayed("q", "x", PublishTiming{.delay_ms = UINT64_MAX});
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  // "Never" as INT64_MAX is refused, not parked where the scheduler's arithmetic overflows.
+  auto never = PublishDelayed("q", "x", PublishTiming{.deliver_at_ms = INT64_MAX});
+  ASSERT_FALSE(never.ok());
+  EXPECT_NE(never.status().message().find("9999"), std::string::npos);
+  EXPECT_TRUE(PublishDelayed("q", "x", PublishTiming{.deliver_at_ms = 253'402'300'799'999}).ok());
+  auto deadline = broker_->NextDeadline();
+  ASSERT_TRUE(deadline.has_value());
+  EXPECT_GE(*deadline, clock_.Now() + milliseconds(1'000)) << "no busy loop";
   BrokerOptions options;
   options.max_delay_ms = 60'000;
   Restart(options);
@@ -199,6 +207,25 @@ TEST_P(BrokerDelayTest, BurstsAreReleasedAtTheConfiguredRate) {
   std::vector<std::string> bodies = Bodies(Take("burst", 1'000));
   ASSERT_EQ(bodies.size(), 500u);
   for (int i = 0; i < 500; ++i) EXPECT_EQ(bodies[i], std::to_string(i)) << "publish order kept";
+}
+
+// A release rate below one message per tick must sleep for whole tokens, not spin.
+TEST_P(BrokerDelayTest, SlowReleaseRateSleepsBetweenReleases) {
+  BrokerOptions options;
+  options.delay_release_per_second = 1;
+  Restart(options);
+  DeclareQ("q");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(PublishDelayed("q", std::to_string(i), PublishTiming{.delay_ms = 10}).ok());
+  }
+  Drain();
+  Tick(milliseconds(10));
+  EXPECT_EQ(Info("q").ready, 1u);
+  auto next = broker_->NextDeadline();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GE(*next - clock_.Now(), milliseconds(999));
+  Tick(std::chrono::duration_cast<milliseconds>(*next - clock_.Now()) + milliseconds(1));
+  EXPECT_EQ(Info("q").ready, 2u);
 }
 
 // Due times are wall-clock times: a step of the clock moves them (docs/scheduler.md).
@@ -319,7 +346,9 @@ TEST_F(BrokerDelayStoreTest, RestartKeepsPersistentDelayedMessagesAndFiresPastDu
   clock_.Advance(milliseconds(5'000));  // down for five seconds
   Start();
   Tick();
-  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"1s", "2s"}));
+  auto past_due = Take("q");
+  EXPECT_EQ(Bodies(past_due), (std::vector<std::string>{"1s", "2s"}));
+  for (const auto& d : past_due) EXPECT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
   QueueInfo info = Info("q");
   EXPECT_EQ(info.delayed, 1u);
   EXPECT_EQ(info.next_delayed_at_ms, clock_.WallMillis() - 5'000 + 60'000);

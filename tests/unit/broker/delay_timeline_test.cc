@@ -12,7 +12,7 @@ DelayedMessage Make(uint64_t id, size_t bytes = 10) {
   Envelope e;
   e.message.id = id;
   e.message.body.assign(bytes, 'x');
-  return DelayedMessage{std::make_shared<const Envelope>(std::move(e)), 0, 0};
+  return DelayedMessage{std::make_shared<const Envelope>(std::move(e)), 0, 0, 0, nullptr};
 }
 
 std::vector<uint64_t> Ids(const std::vector<std::pair<DelayKey, DelayedMessage>>& items) {
@@ -146,6 +146,42 @@ TEST(DelayTimelineTest, ClearDropsEverythingAndInvalidatesLoads) {
   EXPECT_EQ(t.size(), 0u);
   EXPECT_FALSE(t.NeedsLoad());
   EXPECT_TRUE(t.Add({1, 6}, Make(6)));
+}
+
+// Two cancels of one message on disk (both looked up before either removal was written):
+// only the first claims it, with or without a load in flight, and the count drops once.
+TEST(DelayTimelineTest, ADiskMessageIsClaimedOnce) {
+  DelayTimeline t(true, {.max_messages = 2, .max_bytes = 1 << 20});
+  for (uint64_t id = 1; id <= 5; ++id) t.Add({static_cast<int64_t>(id * 10), id}, Make(id));
+  EXPECT_EQ(t.disk_count(), 3u);
+  EXPECT_TRUE(t.ClaimOnDisk({40, 4}));
+  EXPECT_FALSE(t.ClaimOnDisk({40, 4}));
+  EXPECT_EQ(t.disk_count(), 2u);
+  // A load that returns it (it read before the removal was written) skips it.
+  EXPECT_EQ(Ids(t.TakeDue(20, 10)), (std::vector<uint64_t>{1, 2}));
+  t.BeginLoad();
+  std::vector<DelayTimeline::Loaded> loaded;
+  for (uint64_t id : {3, 4, 5}) loaded.push_back({{static_cast<int64_t>(id * 10), id}, Make(id)});
+  t.AddLoaded(std::move(loaded), /*reached_end=*/true);
+  EXPECT_EQ(Ids(t.TakeDue(1'000, 10)), (std::vector<uint64_t>{3, 5}));
+  EXPECT_EQ(t.size(), 0u);
+}
+
+// The earliest message is never evicted, however large: else it would be loaded and evicted
+// again forever.
+TEST(DelayTimelineTest, AMessageLargerThanTheByteLimitStaysInRam) {
+  DelayTimeline t(true, {.max_messages = 100, .max_bytes = 100});
+  EXPECT_TRUE(t.Add({10, 1}, Make(1, 500)));
+  EXPECT_EQ(t.ram_size(), 1u);
+  EXPECT_FALSE(t.Add({20, 2}, Make(2, 500)));
+  EXPECT_EQ(t.head_due(), 10);
+  EXPECT_EQ(Ids(t.TakeDue(10, 10)), (std::vector<uint64_t>{1}));
+  ASSERT_TRUE(t.NeedsLoad());
+  t.BeginLoad();
+  std::vector<DelayTimeline::Loaded> loaded;
+  loaded.push_back({{20, 2}, Make(2, 500)});
+  t.AddLoaded(std::move(loaded), /*reached_end=*/true);
+  EXPECT_EQ(Ids(t.TakeDue(20, 10)), (std::vector<uint64_t>{2}));
 }
 
 TEST(DelayTimelineTest, ByteLimitEvictsToo) {

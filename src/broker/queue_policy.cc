@@ -1,0 +1,61 @@
+#include "broker/queue_policy.h"
+
+#include <algorithm>
+
+namespace wharf::broker {
+namespace {
+
+Status ReadMillis(const Headers& arguments, const char* name, uint32_t min, uint32_t max,
+                  uint32_t* out) {
+  auto it = arguments.find(name);
+  if (it == arguments.end()) return Status::Ok();
+  const auto* value = std::get_if<int64_t>(&it->second);
+  if (!value) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("queue argument '") + name + "' must be an integer (milliseconds)");
+  }
+  if (*value < min || *value > max) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("queue argument '") + name + "' = " + std::to_string(*value) +
+                      " is out of range " + std::to_string(min) + ".." + std::to_string(max));
+  }
+  *out = static_cast<uint32_t>(*value);
+  return Status::Ok();
+}
+
+constexpr const char* kKnown[] = {"x-lease-ms", "x-max-lease-ms", "x-retry-base-ms",
+                                  "x-retry-max-ms"};
+
+}  // namespace
+
+uint64_t QueuePolicy::RetryDelay(uint32_t failures, std::mt19937_64& rng) const {
+  if (retry_base_ms == 0) return 0;
+  uint32_t doublings = std::min<uint32_t>(failures > 0 ? failures - 1 : 0, 40);
+  uint64_t ceiling = std::min<uint64_t>(retry_max_ms, uint64_t{retry_base_ms} << doublings);
+  return std::uniform_int_distribution<uint64_t>(0, ceiling)(rng);
+}
+
+Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
+  for (const auto& [name, value] : arguments) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* known) { return name == known; }) == std::end(kKnown)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "unknown queue argument '" + name +
+                        "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms)");
+    }
+  }
+  QueuePolicy policy;
+  constexpr uint32_t kDay = 86'400'000;
+  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-lease-ms", 1, kDay, &policy.max_lease_ms));
+  WHARF_RETURN_IF_ERROR(
+      ReadMillis(arguments, "x-lease-ms", 1, policy.max_lease_ms, &policy.lease_ms));
+  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-retry-base-ms", 0, kDay, &policy.retry_base_ms));
+  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-retry-max-ms", 1, kDay, &policy.retry_max_ms));
+  if (policy.retry_base_ms > policy.retry_max_ms) {
+    return Status(StatusCode::kInvalidArgument,
+                  "queue argument 'x-retry-base-ms' is larger than 'x-retry-max-ms'");
+  }
+  return policy;
+}
+
+}  // namespace wharf::broker

@@ -1,0 +1,40 @@
+// broker/queue_policy.h
+//
+// QueuePolicy is what a queue's declare arguments say about its messages' lifecycle
+// (docs/lifecycle.md): the lease each delivery holds, and the retry policy that spaces out
+// redeliveries after a failure. Arguments are typed header values under "x-" names, as in
+// RabbitMQ; an unknown name or a value of the wrong type or range is refused, naming it.
+//
+// Thread safety: a value type.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+#include "wharf/message.h"
+#include "wharf/result.h"
+
+namespace wharf::broker {
+
+struct QueuePolicy {
+  // Every delivery holds a lease: unsettled at its end, the message is redelivered.
+  uint32_t lease_ms = 30'000;          // x-lease-ms: the default
+  uint32_t max_lease_ms = 43'200'000;  // x-max-lease-ms: a consumer's own lease or an extension
+  // Retry policy for a nack without "requeue now" and a lease expiry: exponential backoff
+  // with full jitter. 0 (the default): back to the queue at once.
+  uint32_t retry_base_ms = 0;       // x-retry-base-ms
+  uint32_t retry_max_ms = 300'000;  // x-retry-max-ms: the cap
+
+  // The delay before the retry that follows failure number `failures` (1 = the first): a
+  // uniform draw in [0, min(cap, base * 2^(failures-1))]. 0 when there is no retry policy.
+  uint64_t RetryDelay(uint32_t failures, std::mt19937_64& rng) const;
+};
+
+// Reads the arguments of a queue declaration. Unknown names are refused.
+Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments);
+
+// The most text a nack may attach to a message as its last error; longer text is cut.
+inline constexpr size_t kMaxLastErrorBytes = 1024;
+
+}  // namespace wharf::broker
