@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace wharf {
 
@@ -41,6 +42,25 @@ struct Properties {
   friend bool operator==(const Properties&, const Properties&) = default;
 };
 
+// One way a message died (docs/lifecycle.md, "Dead-lettering"): set by the broker when it
+// moves a message to a dead-letter target. Repeated deaths of the same reason in the same
+// queue update one record (count, last_at_ms); a message keeps at most kMaxDeaths records,
+// the most recent first.
+struct Death {
+  std::string reason;       // "rejected", "max_attempts", "expired" or "max_length"
+  std::string queue;        // where it died
+  std::string exchange;     // as originally published
+  std::string routing_key;  // as originally published
+  uint32_t count = 0;       // deaths of this reason in this queue
+  int64_t first_at_ms = 0;  // Unix ms
+  int64_t last_at_ms = 0;
+  uint32_t receive_count = 0;  // in that queue, at the last death
+  uint32_t failure_count = 0;
+  std::string last_error;
+  friend bool operator==(const Death&, const Death&) = default;
+};
+inline constexpr size_t kMaxDeaths = 16;
+
 struct Message {
   uint64_t id = 0;  // broker-assigned on publish; unique
   std::string body;
@@ -48,6 +68,7 @@ struct Message {
   Properties properties;
   bool persistent = false;
   int64_t published_at_ms = 0;  // broker receive time, Unix milliseconds
+  std::vector<Death> deaths;    // set by the broker: empty unless it was dead-lettered
 };
 
 }  // namespace wharf

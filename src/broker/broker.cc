@@ -582,6 +582,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   }
   message.id = NextMessageId();
   message.published_at_ms = now_ms;
+  message.deaths.clear();  // the broker's to set
   auto envelope =
       std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
   // One stored queue: the message goes inside its entry. Several: written once, referenced.
@@ -859,6 +860,19 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     failures->last_error = options.error;
     message.failures = std::move(failures);
   }
+  // Out of attempts (counted in receives, so a consumer that crashes on the message counts
+  // too), or rejected: it leaves the queue for its dead-letter target, or is dropped.
+  if (!queue.deleted && action != Settle::kAck) {
+    const uint32_t max_attempts = queue.policy().max_attempts;
+    if (action == Settle::kDrop) {
+      DeadLetter(in_flight.queue, std::move(message), "rejected");
+      return;
+    }
+    if (max_attempts != 0 && message.receive_count >= max_attempts) {
+      DeadLetter(in_flight.queue, std::move(message), "max_attempts");
+      return;
+    }
+  }
   uint64_t delay_ms = options.delay_ms;
   if (action == Settle::kRetry) {
     delay_ms =
@@ -888,9 +902,7 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
       break;
     case Settle::kRetry:  // resolved above
       break;
-    case Settle::kDrop:
-      // Dead-lettering arrives with the delivery lifecycle.
-      if (!queue.deleted) Unstore(queue, in_flight.message);
+    case Settle::kDrop:  // a deleted queue's message: nothing to keep
       break;
   }
   if (!queue.deleted) ScheduleDispatch(in_flight.queue);

@@ -200,6 +200,10 @@ class Broker {
   Status CheckLease(const Queue& queue, uint32_t lease_ms) const;
   // kUnknownDeliveryTag, or kLeaseExpired for a tag whose lease ran out.
   Status UnknownTag(const SessionState& session, uint64_t delivery_tag) const;
+  // Moves a delivered message to its queue's dead-letter target with a death record, in the
+  // same store batch that removes it from `source`; drops it when there is no target.
+  void DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage message,
+                  std::string_view reason);
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);

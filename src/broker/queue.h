@@ -181,6 +181,7 @@ class Queue {
   uint64_t acked_total = 0;
   uint64_t expired_total = 0;
   uint64_t lease_expired_total = 0;
+  uint64_t dead_lettered_total = 0;  // moved to the dead-letter target, or dropped without one
   bool deleted = false;
   bool dispatch_scheduled = false;  // in Broker::pending_dispatch_
 

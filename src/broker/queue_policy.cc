@@ -12,7 +12,7 @@ Status ReadMillis(const Headers& arguments, const char* name, uint32_t min, uint
   const auto* value = std::get_if<int64_t>(&it->second);
   if (!value) {
     return Status(StatusCode::kInvalidArgument,
-                  std::string("queue argument '") + name + "' must be an integer (milliseconds)");
+                  std::string("queue argument '") + name + "' must be an integer");
   }
   if (*value < min || *value > max) {
     return Status(StatusCode::kInvalidArgument,
@@ -23,8 +23,25 @@ Status ReadMillis(const Headers& arguments, const char* name, uint32_t min, uint
   return Status::Ok();
 }
 
-constexpr const char* kKnown[] = {"x-lease-ms", "x-max-lease-ms", "x-retry-base-ms",
-                                  "x-retry-max-ms"};
+Status ReadString(const Headers& arguments, const char* name, std::optional<std::string>* out) {
+  auto it = arguments.find(name);
+  if (it == arguments.end()) return Status::Ok();
+  const auto* value = std::get_if<std::string>(&it->second);
+  if (!value) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("queue argument '") + name + "' must be a string");
+  }
+  if (value->size() > 255) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("queue argument '") + name + "' is longer than 255 bytes");
+  }
+  *out = *value;
+  return Status::Ok();
+}
+
+constexpr const char* kKnown[] = {
+    "x-lease-ms",          "x-max-lease-ms",         "x-retry-base-ms",           "x-retry-max-ms",
+    "x-dead-letter-queue", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-attempts"};
 
 }  // namespace
 
@@ -41,7 +58,9 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
                      [&](const char* known) { return name == known; }) == std::end(kKnown)) {
       return Status(StatusCode::kInvalidArgument,
                     "unknown queue argument '" + name +
-                        "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms)");
+                        "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
+                        "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
+                        "x-max-attempts)");
     }
   }
   QueuePolicy policy;
@@ -55,6 +74,36 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
     return Status(StatusCode::kInvalidArgument,
                   "queue argument 'x-retry-base-ms' is larger than 'x-retry-max-ms'");
   }
+  std::optional<std::string> dlq;
+  WHARF_RETURN_IF_ERROR(ReadString(arguments, "x-dead-letter-queue", &dlq));
+  WHARF_RETURN_IF_ERROR(
+      ReadString(arguments, "x-dead-letter-exchange", &policy.dead_letter_exchange));
+  WHARF_RETURN_IF_ERROR(
+      ReadString(arguments, "x-dead-letter-routing-key", &policy.dead_letter_routing_key));
+  if (dlq) {
+    if (dlq->empty()) {
+      return Status(StatusCode::kInvalidArgument, "queue argument 'x-dead-letter-queue' is empty");
+    }
+    if (policy.dead_letter_exchange || policy.dead_letter_routing_key) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-dead-letter-queue' excludes 'x-dead-letter-exchange' and "
+                    "'x-dead-letter-routing-key': name a queue, or an exchange and a key");
+    }
+    policy.dead_letter_queue = *dlq;
+  }
+  if (policy.dead_letter_routing_key && !policy.dead_letter_exchange) {
+    return Status(StatusCode::kInvalidArgument,
+                  "queue argument 'x-dead-letter-routing-key' needs 'x-dead-letter-exchange'");
+  }
+  if (policy.dead_letter_exchange && policy.dead_letter_exchange->empty() &&
+      !policy.dead_letter_routing_key) {
+    return Status(StatusCode::kInvalidArgument,
+                  "dead-lettering through the default exchange needs "
+                  "'x-dead-letter-routing-key' (the queue's name)");
+  }
+  uint32_t attempts = 0;
+  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
+  policy.max_attempts = attempts;
   return policy;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -25,6 +26,19 @@ struct QueuePolicy {
   // with full jitter. 0 (the default): back to the queue at once.
   uint32_t retry_base_ms = 0;       // x-retry-base-ms
   uint32_t retry_max_ms = 300'000;  // x-retry-max-ms: the cap
+  // Dead-lettering: where messages go when rejected or out of attempts. Either a queue
+  // (x-dead-letter-queue), or an exchange (x-dead-letter-exchange, "" = the default exchange)
+  // and a routing key (x-dead-letter-routing-key; absent: the message's own).
+  std::string dead_letter_queue;
+  std::optional<std::string> dead_letter_exchange;
+  std::optional<std::string> dead_letter_routing_key;
+  // x-max-attempts: a message received this many times that fails again (nack, expiry, or
+  // its consumer's connection closing) is dead-lettered with reason max_attempts; 0 = no limit.
+  uint32_t max_attempts = 0;
+
+  bool has_dead_letter_target() const {
+    return !dead_letter_queue.empty() || dead_letter_exchange.has_value();
+  }
 
   // The delay before the retry that follows failure number `failures` (1 = the first): a
   // uniform draw in [0, min(cap, base * 2^(failures-1))]. 0 when there is no retry policy.

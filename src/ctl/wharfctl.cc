@@ -446,17 +446,35 @@ int Consume(wharf::Client& client, const Args& args) {
                      JsonString(wharf::HeaderValueToString(v));
         }
         headers += "}";
+        std::string deaths = "[";
+        for (const wharf::Death& death : d.message.deaths) {
+          deaths += (deaths.size() > 1 ? "," : "") + std::string("{\"reason\":") +
+                    JsonString(death.reason) + ",\"queue\":" + JsonString(death.queue) +
+                    ",\"exchange\":" + JsonString(death.exchange) +
+                    ",\"routing_key\":" + JsonString(death.routing_key) +
+                    ",\"count\":" + std::to_string(death.count) +
+                    ",\"first_at_ms\":" + std::to_string(death.first_at_ms) +
+                    ",\"last_at_ms\":" + std::to_string(death.last_at_ms) +
+                    ",\"receive_count\":" + std::to_string(death.receive_count) +
+                    ",\"failure_count\":" + std::to_string(death.failure_count) +
+                    ",\"last_error\":" + JsonString(death.last_error) + "}";
+        }
+        deaths += "]";
         std::printf(
             "{\"message_id\":\"%016llx\",\"queue\":%s,\"exchange\":%s,\"routing_key\":%s,"
-            "\"receive_count\":%u,\"redelivered\":%s,\"headers\":%s,\"body\":%s}\n",
+            "\"receive_count\":%u,\"redelivered\":%s,\"failure_count\":%u,\"last_error\":%s,"
+            "\"deaths\":%s,\"headers\":%s,\"body\":%s}\n",
             static_cast<unsigned long long>(d.message.id), JsonString(d.queue).c_str(),
             JsonString(d.exchange).c_str(), JsonString(d.routing_key).c_str(), d.receive_count,
-            d.redelivered ? "true" : "false", headers.c_str(), JsonString(d.message.body).c_str());
+            d.redelivered ? "true" : "false", d.failure_count, JsonString(d.last_error).c_str(),
+            deaths.c_str(), headers.c_str(), JsonString(d.message.body).c_str());
       } else {
         std::printf("%s\n", d.message.body.c_str());
       }
+      wharf::NackOptions back;
+      back.immediate = true;  // at once, at its position: wharfctl only looked
       wharf::Status s =
-          requeue ? client.NackSync(d.delivery_tag, false, true) : client.AckSync(d.delivery_tag);
+          requeue ? client.NackSync(d.delivery_tag, back) : client.AckSync(d.delivery_tag);
       if (!s.ok()) return Refused(s);
       ++taken;
     }

@@ -79,6 +79,19 @@ void ToWire(const Message& message, wire::Message* out) {
   wp->set_app_id(p.app_id);
   out->set_persistent(message.persistent);
   out->set_published_at_ms(message.published_at_ms);
+  for (const Death& d : message.deaths) {
+    auto* out_death = out->add_deaths();
+    out_death->set_reason(d.reason);
+    out_death->set_queue(d.queue);
+    out_death->set_exchange(d.exchange);
+    out_death->set_routing_key(d.routing_key);
+    out_death->set_count(d.count);
+    out_death->set_first_at_ms(d.first_at_ms);
+    out_death->set_last_at_ms(d.last_at_ms);
+    out_death->set_receive_count(d.receive_count);
+    out_death->set_failure_count(d.failure_count);
+    out_death->set_last_error(d.last_error);
+  }
 }
 
 Message MoveFromWire(wire::Message* in) {
@@ -103,6 +116,19 @@ Message MoveFromWire(wire::Message* in) {
   p.app_id = std::move(*wp->mutable_app_id());
   m.persistent = in->persistent();
   m.published_at_ms = in->published_at_ms();
+  for (auto& in_death : *in->mutable_deaths()) {
+    Death& d = m.deaths.emplace_back();
+    d.reason = std::move(*in_death.mutable_reason());
+    d.queue = std::move(*in_death.mutable_queue());
+    d.exchange = std::move(*in_death.mutable_exchange());
+    d.routing_key = std::move(*in_death.mutable_routing_key());
+    d.count = in_death.count();
+    d.first_at_ms = in_death.first_at_ms();
+    d.last_at_ms = in_death.last_at_ms();
+    d.receive_count = in_death.receive_count();
+    d.failure_count = in_death.failure_count();
+    d.last_error = std::move(*in_death.mutable_last_error());
+  }
   return m;
 }
 

@@ -78,6 +78,19 @@ void ToRecord(const Envelope& envelope, pb::MessageRecord* out) {
   out->set_published_at_ms(m.published_at_ms);
   out->set_exchange(envelope.exchange);
   out->set_routing_key(envelope.routing_key);
+  for (const Death& d : m.deaths) {
+    auto* out_death = out->add_deaths();
+    out_death->set_reason(d.reason);
+    out_death->set_queue(d.queue);
+    out_death->set_exchange(d.exchange);
+    out_death->set_routing_key(d.routing_key);
+    out_death->set_count(d.count);
+    out_death->set_first_at_ms(d.first_at_ms);
+    out_death->set_last_at_ms(d.last_at_ms);
+    out_death->set_receive_count(d.receive_count);
+    out_death->set_failure_count(d.failure_count);
+    out_death->set_last_error(d.last_error);
+  }
 }
 
 Result<Envelope> FromRecord(pb::MessageRecord&& record) {
@@ -101,6 +114,19 @@ Result<Envelope> FromRecord(pb::MessageRecord&& record) {
   m.published_at_ms = record.published_at_ms();
   envelope.exchange = std::move(*record.mutable_exchange());
   envelope.routing_key = std::move(*record.mutable_routing_key());
+  for (auto& in_death : *record.mutable_deaths()) {
+    Death& d = m.deaths.emplace_back();
+    d.reason = std::move(*in_death.mutable_reason());
+    d.queue = std::move(*in_death.mutable_queue());
+    d.exchange = std::move(*in_death.mutable_exchange());
+    d.routing_key = std::move(*in_death.mutable_routing_key());
+    d.count = in_death.count();
+    d.first_at_ms = in_death.first_at_ms();
+    d.last_at_ms = in_death.last_at_ms();
+    d.receive_count = in_death.receive_count();
+    d.failure_count = in_death.failure_count();
+    d.last_error = std::move(*in_death.mutable_last_error());
+  }
   return envelope;
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -88,6 +89,56 @@ TEST(Lease, ExtensionKeepsTheMessageAndNackCarriesTheError) {
   EXPECT_EQ((*again)[0].last_error, "upstream returned 503");
   EXPECT_GT((*again)[0].last_failed_at_ms, 0);
   EXPECT_TRUE(client->AckSync((*again)[0].delivery_tag).ok());
+}
+
+// The poison message, end to end: three failed attempts, then the dead-letter queue, where the
+// death record says why, how often, and the consumer's last error; wharfctl shows it.
+TEST(DeadLetter, PoisonMessageEndsInTheDeadLetterQueueWithItsStory) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  QueueSpec dlq;
+  dlq.name = "orders.dlq";
+  dlq.durable = true;
+  ASSERT_TRUE(client->DeclareQueue(dlq).ok());
+  QueueSpec orders = LeasedQueue("orders", 5'000);
+  orders.arguments["x-max-attempts"] = int64_t{3};
+  orders.arguments["x-dead-letter-queue"] = std::string("orders.dlq");
+  ASSERT_TRUE(client->DeclareQueue(orders).ok());
+  Message poison = Persistent("{not json");
+  poison.headers["tenant"] = std::string("acme");
+  auto published = client->Publish("", "orders", poison);
+  ASSERT_TRUE(published.ok());
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    auto got = client->Receive("orders", 1, milliseconds(2'000));
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(got->size(), 1u) << attempt;
+    NackOptions nack;
+    nack.error = "cannot parse order (attempt " + std::to_string(attempt) + ")";
+    ASSERT_TRUE(client->NackSync((*got)[0].delivery_tag, nack).ok());
+  }
+  auto none = client->Receive("orders", 1, milliseconds(200));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  server.Kill();  // the move is on disk
+  ASSERT_TRUE(server.Restart());
+  int code = -1;
+  std::string json = testing::RunCommand(
+      std::string(WHARFCTL_PATH) + " --server " + server.address() + " consume orders.dlq --json",
+      &code);
+  ASSERT_EQ(code, 0) << json;
+  char id[24];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(published->message_id));
+  EXPECT_NE(json.find(std::string("\"message_id\":\"") + id + "\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"deaths\":[{\"reason\":\"max_attempts\",\"queue\":\"orders\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"count\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"receive_count\":3,\"failure_count\":3,"
+                      "\"last_error\":\"cannot parse order (attempt 3)\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"body\":\"{not json\""), std::string::npos) << json;
 }
 
 TEST(Lease, UnknownQueueArgumentIsRefusedByName) {

@@ -1,0 +1,102 @@
+// The broker's side of the delivery lifecycle that is not settle-and-dispatch itself:
+// dead-lettering (docs/lifecycle.md). Part of class Broker (broker.h); split from broker.cc
+// by concern.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "broker/broker.h"
+
+namespace wharf::broker {
+namespace {
+
+// Adds (or updates) the death record for `reason` in `queue`: most recent first, bounded.
+void RecordDeath(Message* message, std::string_view reason, const std::string& queue,
+                 const Envelope& original, int64_t now_ms, const QueuedMessage& attempts) {
+  auto& deaths = message->deaths;
+  auto same = std::find_if(deaths.begin(), deaths.end(),
+                           [&](const Death& d) { return d.reason == reason && d.queue == queue; });
+  Death death;
+  if (same != deaths.end()) {
+    death = std::move(*same);
+    deaths.erase(same);
+  } else {
+    death.reason = std::string(reason);
+    death.queue = queue;
+    death.exchange = original.exchange;
+    death.routing_key = original.routing_key;
+    death.first_at_ms = now_ms;
+  }
+  ++death.count;
+  death.last_at_ms = now_ms;
+  death.receive_count = attempts.receive_count;
+  death.failure_count = attempts.failures ? attempts.failures->count : 0;
+  death.last_error = attempts.failures ? attempts.failures->last_error : std::string();
+  deaths.insert(deaths.begin(), std::move(death));
+  if (deaths.size() > kMaxDeaths) deaths.resize(kMaxDeaths);
+}
+
+}  // namespace
+
+void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage message,
+                        std::string_view reason) {
+  const QueuePolicy& policy = source->policy();
+  const uint64_t id = message.envelope->message.id;
+  ++source->dead_lettered_total;
+  // Removed from the source in this flush's batch; the target's entry goes in the same one,
+  // so the move is atomic on disk: never in both queues, never in neither.
+  Unstore(*source, message);
+  if (!policy.has_dead_letter_target()) {
+    spdlog::debug("queue={} message={} dropped ({}; no dead-letter target)", source->name(), id,
+                  reason);
+    return;
+  }
+  auto envelope = std::make_shared<Envelope>(*message.envelope);
+  RecordDeath(&envelope->message, reason, source->name(), *message.envelope, clock_->WallMillis(),
+              message);
+  std::vector<Queue*> targets;
+  std::string target_name;
+  if (!policy.dead_letter_queue.empty()) {
+    target_name = "queue " + Quote(policy.dead_letter_queue);
+    if (auto it = queues_.find(policy.dead_letter_queue); it != queues_.end()) {
+      targets.push_back(it->second.get());
+    }
+  } else {
+    const std::string& key = policy.dead_letter_routing_key.value_or(envelope->routing_key);
+    target_name = "exchange " + Quote(*policy.dead_letter_exchange) + " key " + Quote(key);
+    if (policy.dead_letter_exchange->empty()) {
+      if (auto it = queues_.find(key); it != queues_.end()) targets.push_back(it->second.get());
+    } else if (Exchange* exchange = FindExchange(*policy.dead_letter_exchange)) {
+      std::vector<const Exchange*> visited;
+      RouteThrough(exchange, key, envelope->message.headers, &targets, &visited);
+      std::sort(targets.begin(), targets.end());
+      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    }
+  }
+  // A queue is never its own dead-letter target: that would loop.
+  std::erase(targets, source.get());
+  if (targets.empty()) {
+    spdlog::warn("queue={} message={} dead-lettered ({}) but {} takes nothing: dropped",
+                 source->name(), id, reason, target_name);
+    return;
+  }
+  const bool persistent = envelope->message.persistent;
+  const uint8_t flags =
+      static_cast<uint8_t>(store::kEntryInline | (persistent ? 0 : store::kEntryTransient));
+  for (Queue* target : targets) {
+    const bool page = target->ShouldPage(options_.page_limits);
+    const bool stored = store_ && target->store_id() != 0 && (persistent || page);
+    // A new life in the target: its own receive count and failures; the death record keeps
+    // the old ones.
+    uint64_t seq = target->Enqueue(envelope, stored, flags, page);
+    if (stored) {
+      Persist(store::StoreBatch::PutEntry{
+          store::EntryRef{target->store_id(), seq, id, 0, flags, envelope}});
+    }
+    spdlog::debug("queue={} message={} dead-lettered ({}) to queue={}", source->name(), id, reason,
+                  target->name());
+    if (auto it = queues_.find(target->name()); it != queues_.end()) ScheduleDispatch(it->second);
+  }
+}
+
+}  // namespace wharf::broker
