@@ -48,6 +48,7 @@ enum class StatusCode : uint16_t {
   kUnknownDeliveryTag = 308,
   kReservedName = 309,
   kLeaseExpired = 310,
+  kQueueFull = 311,
   kInternal = 500,
   kShuttingDown = 501,
   kResourceExhausted = 502,

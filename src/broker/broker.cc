@@ -563,6 +563,19 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     std::sort(targets.begin(), targets.end());
     targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
   }
+  // Length limits (docs/lifecycle.md): a full reject-publish queue does not take it.
+  std::vector<Queue*> full;
+  if (due_ms == 0) {
+    std::erase_if(targets, [&](Queue* queue) {
+      const QueuePolicy& policy = queue->policy();
+      if (policy.overflow == QueuePolicy::Overflow::kDropHead ||
+          !WouldOverflow(*queue, message.body.size())) {
+        return false;
+      }
+      full.push_back(queue);
+      return true;
+    });
+  }
   // Which targets store it: durable queues take persistent messages, and a queue that pages
   // to disk takes every message there.
   const bool persistent = message.persistent;
@@ -615,6 +628,38 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
                                                           inline_entry ? envelope : nullptr}});
     }
     if (it != queues_.end()) ScheduleDispatch(it->second);
+  }
+  // drop-head queues over their limit let their oldest ready messages go (max_length).
+  for (Queue* queue : targets) {
+    if (due_ms == 0 && queue->policy().has_length_limit() &&
+        queue->policy().overflow == QueuePolicy::Overflow::kDropHead) {
+      if (auto it = queues_.find(queue->name()); it != queues_.end()) DropHeads(it->second);
+    }
+  }
+  if (!full.empty()) {
+    // The negative confirm: not enqueued in the full queues (dead-lettered from them with
+    // reject-publish-dlx); any other queue it reached has it.
+    std::string names;
+    for (Queue* queue : full) {
+      names += (names.empty() ? "" : ", ") + Quote(queue->name());
+      if (queue->policy().overflow == QueuePolicy::Overflow::kRejectPublishDlx) {
+        if (auto it = queues_.find(queue->name()); it != queues_.end()) {
+          DeadLetter(it->second, QueuedMessage{envelope, 0, 0, false, 0, 0, nullptr}, "max_length");
+        }
+      }
+    }
+    spdlog::debug("conn={} message={} refused by full queue(s) {}", session_id,
+                  envelope->message.id, names);
+    return Status(StatusCode::kQueueFull,
+                  "queue " + names +
+                      " is full (x-max-length / x-max-length-bytes with x-overflow " +
+                      (full[0]->policy().overflow == QueuePolicy::Overflow::kRejectPublish
+                           ? "reject-publish"
+                           : "reject-publish-dlx, so it was dead-lettered") +
+                      "): the message was not enqueued there" +
+                      (targets.empty()
+                           ? std::string()
+                           : "; it reached " + std::to_string(targets.size()) + " other queue(s)"));
   }
   PublishOutcome outcome;
   outcome.result.message_id = envelope->message.id;

@@ -204,6 +204,10 @@ class Broker {
   // same store batch that removes it from `source`; drops it when there is no target.
   void DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage message,
                   std::string_view reason);
+  // True when one more message of `bytes` would take the queue past x-max-length(-bytes).
+  bool WouldOverflow(const Queue& queue, uint64_t bytes) const;
+  // Dead-letters (max_length) the oldest ready messages of a drop-head queue over its limits.
+  void DropHeads(const std::shared_ptr<Queue>& queue);
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);

@@ -99,4 +99,28 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   }
 }
 
+bool Broker::WouldOverflow(const Queue& queue, uint64_t bytes) const {
+  const QueuePolicy& policy = queue.policy();
+  return (policy.max_length != 0 && queue.ready() + 1 > policy.max_length) ||
+         (policy.max_length_bytes != 0 && queue.ready_bytes() + bytes > policy.max_length_bytes);
+}
+
+void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
+  const QueuePolicy& policy = queue->policy();
+  auto over = [&] {
+    return (policy.max_length != 0 && queue->ready() > policy.max_length) ||
+           (policy.max_length_bytes != 0 && queue->ready_bytes() > policy.max_length_bytes);
+  };
+  const int64_t now_ms = clock_->WallMillis();
+  std::vector<QueuedMessage> expired;
+  // Only heads in RAM: a head still on disk is dropped once loaded (the queue is over its
+  // limit until then).
+  while (over()) {
+    auto head = queue->Pop(now_ms, &expired);
+    if (!head) break;
+    DeadLetter(queue, std::move(*head), "max_length");
+  }
+  for (const QueuedMessage& m : expired) Unstore(*queue, m);
+}
+
 }  // namespace wharf::broker

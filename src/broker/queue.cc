@@ -19,6 +19,7 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
   if (page) {
     if (paged_ == 0) load_from_seq_ = seq;
     ++paged_;
+    paged_bytes_ += envelope->message.body.size();
     return seq;
   }
   ram_bytes_ += envelope->message.body.size();
@@ -29,6 +30,7 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
 
 void Queue::Requeue(QueuedMessage message) {
   uint64_t seq = message.seq;
+  returned_bytes_ += message.envelope->message.body.size();
   returned_.emplace(seq, std::move(message));
 }
 
@@ -39,6 +41,7 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
       auto it = returned_.begin();
       next = std::move(it->second);
       returned_.erase(it);
+      returned_bytes_ -= next.envelope->message.body.size();
     } else if (!ready_.empty()) {
       next = std::move(ready_.front());
       ready_.pop_front();
@@ -68,6 +71,8 @@ PurgeResult Queue::Purge() {
   ready_.clear();
   returned_.clear();
   ram_bytes_ = 0;
+  returned_bytes_ = 0;
+  paged_bytes_ = 0;
   paged_ = 0;
   estimate_ = 0;
   loading = false;
@@ -78,15 +83,20 @@ PurgeResult Queue::Purge() {
 bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
                       bool reached_end) {
   bool consistent = consumed <= paged_ && (consumed > 0 || reached_end);
+  uint64_t loaded_bytes = 0;
   for (auto& m : kept) {
-    ram_bytes_ += m.envelope->message.body.size();
+    loaded_bytes += m.envelope->message.body.size();
     ready_.push_back(std::move(m));
   }
+  ram_bytes_ += loaded_bytes;
+  // Messages recovered at start-up were never counted in paged_bytes_: never below zero.
+  paged_bytes_ -= std::min(paged_bytes_, loaded_bytes);
   if (consumed > 0) load_from_seq_ = last_seq + 1;
   if (reached_end || !consistent) {
     // Nothing is left on disk: an estimated count becomes exact here.
     consistent = consistent && (estimate_ > 0 || consumed == paged_);
     paged_ = 0;
+    paged_bytes_ = 0;
     estimate_ = 0;
   } else {
     paged_ -= consumed;

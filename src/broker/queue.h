@@ -129,6 +129,9 @@ class Queue {
   PurgeResult Purge();
 
   uint64_t ready() const { return ready_.size() + returned_.size() + paged_; }
+  // Body bytes of the ready messages (x-max-length-bytes); messages recovered at start-up
+  // count once loaded.
+  uint64_t ready_bytes() const { return ram_bytes_ + returned_bytes_ + paged_bytes_; }
   bool HasReady() const { return !ready_.empty() || !returned_.empty(); }
 
   // --- Paging ---
@@ -196,10 +199,12 @@ class Queue {
   uint64_t store_id_;
   QueuePolicy policy_;
   uint64_t next_seq_ = 1;
-  uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
-  uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
-  uint64_t ram_bytes_ = 0;      // body bytes in ready_
-  uint64_t estimate_ = 0;       // > 0: paged_ counts a recovery estimate this large
+  uint64_t paged_ = 0;           // messages in the store only, from load_from_seq_ on
+  uint64_t load_from_seq_ = 0;   // the first paged message's sequence number, or higher
+  uint64_t ram_bytes_ = 0;       // body bytes in ready_
+  uint64_t returned_bytes_ = 0;  // body bytes in returned_
+  uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
+  uint64_t estimate_ = 0;        // > 0: paged_ counts a recovery estimate this large
   uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;

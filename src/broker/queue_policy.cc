@@ -39,9 +39,17 @@ Status ReadString(const Headers& arguments, const char* name, std::optional<std:
   return Status::Ok();
 }
 
-constexpr const char* kKnown[] = {
-    "x-lease-ms",          "x-max-lease-ms",         "x-retry-base-ms",           "x-retry-max-ms",
-    "x-dead-letter-queue", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-max-attempts"};
+constexpr const char* kKnown[] = {"x-lease-ms",
+                                  "x-max-lease-ms",
+                                  "x-retry-base-ms",
+                                  "x-retry-max-ms",
+                                  "x-dead-letter-queue",
+                                  "x-dead-letter-exchange",
+                                  "x-dead-letter-routing-key",
+                                  "x-max-attempts",
+                                  "x-max-length",
+                                  "x-max-length-bytes",
+                                  "x-overflow"};
 
 }  // namespace
 
@@ -60,7 +68,7 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
                     "unknown queue argument '" + name +
                         "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
                         "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
-                        "x-max-attempts)");
+                        "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow)");
     }
   }
   QueuePolicy policy;
@@ -104,6 +112,32 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
   uint32_t attempts = 0;
   WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
   policy.max_attempts = attempts;
+  for (auto [name, out] : {std::pair{"x-max-length", &policy.max_length},
+                           std::pair{"x-max-length-bytes", &policy.max_length_bytes}}) {
+    auto it = arguments.find(name);
+    if (it == arguments.end()) continue;
+    const auto* value = std::get_if<int64_t>(&it->second);
+    if (!value || *value < 1) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("queue argument '") + name + "' must be a positive integer");
+    }
+    *out = static_cast<uint64_t>(*value);
+  }
+  std::optional<std::string> overflow;
+  WHARF_RETURN_IF_ERROR(ReadString(arguments, "x-overflow", &overflow));
+  if (overflow) {
+    if (*overflow == "drop-head") {
+      policy.overflow = QueuePolicy::Overflow::kDropHead;
+    } else if (*overflow == "reject-publish") {
+      policy.overflow = QueuePolicy::Overflow::kRejectPublish;
+    } else if (*overflow == "reject-publish-dlx") {
+      policy.overflow = QueuePolicy::Overflow::kRejectPublishDlx;
+    } else {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-overflow' = '" + *overflow +
+                        "': must be drop-head, reject-publish or reject-publish-dlx");
+    }
+  }
   return policy;
 }
 

@@ -35,6 +35,13 @@ struct QueuePolicy {
   // x-max-attempts: a message received this many times that fails again (nack, expiry, or
   // its consumer's connection closing) is dead-lettered with reason max_attempts; 0 = no limit.
   uint32_t max_attempts = 0;
+  // Length limits on the ready messages: x-max-length (messages) and x-max-length-bytes (body
+  // bytes); 0 = none. x-overflow says what a publish beyond them does.
+  enum class Overflow { kDropHead, kRejectPublish, kRejectPublishDlx };
+  uint64_t max_length = 0;
+  uint64_t max_length_bytes = 0;
+  Overflow overflow = Overflow::kDropHead;
+  bool has_length_limit() const { return max_length != 0 || max_length_bytes != 0; }
 
   bool has_dead_letter_target() const {
     return !dead_letter_queue.empty() || dead_letter_exchange.has_value();

@@ -56,6 +56,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "UNKNOWN_DELIVERY_TAG";
     case StatusCode::kLeaseExpired:
       return "LEASE_EXPIRED";
+    case StatusCode::kQueueFull:
+      return "QUEUE_FULL";
     case StatusCode::kReservedName:
       return "RESERVED_NAME";
     case StatusCode::kInternal:

@@ -16,6 +16,12 @@ namespace {
 
 using std::chrono::milliseconds;
 
+std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
+  std::vector<std::string> out;
+  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
+  return out;
+}
+
 class BrokerLifecycleTest : public BrokerStoreTest, public ::testing::WithParamInterface<bool> {
  protected:
   bool durable() const { return GetParam(); }
@@ -298,6 +304,62 @@ TEST_P(BrokerLifecycleTest, DeadLetterArgumentsAreChecked) {
   ASSERT_TRUE(broker_->Nack(kS1, TakeOne("bad").delivery_tag, false, true).ok());
   Drain();
   EXPECT_EQ(Info("bad").ready + Info("bad").delayed, 0u);
+}
+
+// x-max-length with drop-head (the default): the oldest ready messages make room, dead-lettered
+// with reason max_length; the byte limit works the same way.
+TEST_P(BrokerLifecycleTest, DropHeadDeadLettersTheOldest) {
+  DeclareWith("overflow", {});
+  DeclareWith("recent",
+              {{"x-max-length", int64_t{3}}, {"x-dead-letter-queue", std::string("overflow")}});
+  for (int i = 1; i <= 5; ++i) ASSERT_TRUE(Publish("", "recent", std::to_string(i)).ok());
+  Drain();
+  EXPECT_EQ(Info("recent").ready, 3u);
+  EXPECT_EQ(Bodies(Take("recent")), (std::vector<std::string>{"3", "4", "5"}));
+  auto dropped = Take("overflow");
+  ASSERT_EQ(Bodies(dropped), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(dropped[0].envelope->message.deaths[0].reason, "max_length");
+  EXPECT_EQ(dropped[0].envelope->message.deaths[0].receive_count, 0u);
+  DeclareWith("small", {{"x-max-length-bytes", int64_t{10}}});
+  for (const char* body : {"aaaa", "bbbb", "cccc"}) ASSERT_TRUE(Publish("", "small", body).ok());
+  Drain();
+  EXPECT_EQ(Info("small").ready, 2u) << "12 bytes > 10: the oldest goes (dropped: no target)";
+  EXPECT_EQ(Bodies(Take("small")), (std::vector<std::string>{"bbbb", "cccc"}));
+}
+
+// reject-publish: the publisher gets QUEUE_FULL and the queue keeps what it has;
+// reject-publish-dlx also dead-letters the refused message.
+TEST_P(BrokerLifecycleTest, RejectPublishRefusesThePublisher) {
+  DeclareWith("full.dlq", {});
+  DeclareWith("bounded",
+              {{"x-max-length", int64_t{2}}, {"x-overflow", std::string("reject-publish")}});
+  DeclareWith("bounded.dlx", {{"x-max-length", int64_t{1}},
+                              {"x-overflow", std::string("reject-publish-dlx")},
+                              {"x-dead-letter-queue", std::string("full.dlq")}});
+  ASSERT_TRUE(Publish("", "bounded", "1").ok());
+  ASSERT_TRUE(Publish("", "bounded", "2").ok());
+  auto refused = Publish("", "bounded", "3", true, /*request_id=*/9);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kQueueFull);
+  EXPECT_NE(refused.status().message().find("'bounded'"), std::string::npos);
+  Drain();
+  EXPECT_TRUE(peer_->confirms.empty()) << "no positive confirm follows the refusal";
+  EXPECT_EQ(Bodies(Take("bounded")), (std::vector<std::string>{"1", "2"}));
+  ASSERT_TRUE(Publish("", "bounded.dlx", "kept").ok());
+  auto to_dlx = Publish("", "bounded.dlx", "refused");
+  EXPECT_EQ(to_dlx.status().code(), StatusCode::kQueueFull);
+  Drain();
+  auto dead = Take("full.dlq");
+  ASSERT_EQ(Bodies(dead), std::vector<std::string>{"refused"});
+  EXPECT_EQ(dead[0].envelope->message.deaths[0].reason, "max_length");
+  EXPECT_EQ(dead[0].envelope->message.deaths[0].queue, "bounded.dlx");
+  // Bad values are refused by name.
+  QueueSpec bad;
+  bad.name = "bad";
+  bad.arguments = {{"x-overflow", std::string("drop-tail")}};
+  EXPECT_EQ(broker_->DeclareQueue(kS1, bad).status().code(), StatusCode::kInvalidArgument);
+  bad.arguments = {{"x-max-length", int64_t{0}}};
+  EXPECT_EQ(broker_->DeclareQueue(kS1, bad).status().code(), StatusCode::kInvalidArgument);
 }
 
 // Dying twice in the same queue for the same reason updates one record; different ones stack,
