@@ -796,7 +796,7 @@ Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, N
   thread_checker_.Check();
   SettleOptions options;
   options.failed = true;
-  options.error = nack.error.substr(0, kMaxLastErrorBytes);
+  options.error = Utf8Prefix(nack.error, kMaxLastErrorBytes);
   if (!nack.requeue) {
     if (nack.delay_ms > 0) {
       return Status(StatusCode::kInvalidArgument, "a nack with delay_ms must also requeue");
@@ -911,10 +911,14 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     const uint32_t max_attempts = queue.policy().max_attempts;
     if (action == Settle::kDrop) {
       DeadLetter(in_flight.queue, std::move(message), "rejected");
+      ScheduleDispatch(in_flight.queue);  // the consumer's credit is back
       return;
     }
-    if (max_attempts != 0 && message.receive_count >= max_attempts) {
+    // A broker shutting down closes every connection: that is no attempt of the consumer's.
+    const bool shutdown_requeue = shutting_down_ && !options.failed;
+    if (max_attempts != 0 && message.receive_count >= max_attempts && !shutdown_requeue) {
       DeadLetter(in_flight.queue, std::move(message), "max_attempts");
+      ScheduleDispatch(in_flight.queue);
       return;
     }
   }
@@ -1049,6 +1053,7 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
 
 void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
   if (queue->deleted) return;
+  ArmExpiries(queue);
   int64_t now_ms = clock_->WallMillis();
   std::vector<QueuedMessage> expired;
   auto& waiters = queue->waiters();
@@ -1108,7 +1113,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
     session.peer().Deliver(Track(session, queue, std::move(*message), chosen, chosen->lease_ms));
     MarkDirty(session);
   }
-  for (const QueuedMessage& m : expired) Unstore(*queue, m);
+  for (QueuedMessage& m : expired) DeadLetter(queue, std::move(m), "expired");
   if (store_ && queue->NeedsLoad(options_.load_batch, options_.page_limits.max_bytes)) {
     // Issued after this flush's commit: the load must see the entries it just paged.
     queue->loading = true;
@@ -1161,6 +1166,7 @@ void Broker::OnTimer() {
   }
   ReleaseDue();
   ExpireLeases();
+  ExpireMessages();
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
     auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
     receive_deadlines_.erase(receive_deadlines_.begin());
@@ -1190,6 +1196,7 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
     next = release;
   }
   if (auto lease = leases_.next(); lease && (!next || *lease < *next)) next = lease;
+  if (auto expiry = expiries_.next(); expiry && (!next || *expiry < *next)) next = expiry;
   return next;
 }
 

@@ -105,6 +105,9 @@ class Broker {
   // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
   void CloseSession(uint64_t session_id);
   size_t session_count() const { return sessions_.size(); }
+  // The server is stopping: the connections it closes from now on hand their deliveries back
+  // without counting an attempt (x-max-attempts).
+  void BeginShutdown() { shutting_down_ = true; }
   // The session's connection caught up on writing: dispatch to its consumers again.
   void ResumeSession(uint64_t session_id);
 
@@ -208,6 +211,11 @@ class Broker {
   bool WouldOverflow(const Queue& queue, uint64_t bytes) const;
   // Dead-letters (max_length) the oldest ready messages of a drop-head queue over its limits.
   void DropHeads(const std::shared_ptr<Queue>& queue);
+  // Arms the expiry timer for the queue's messages that came into RAM.
+  void ArmExpiries(const std::shared_ptr<Queue>& queue);
+  // Dead-letters (expired) or drops the ready messages whose time ran out, wherever they are
+  // in their queue (at most a bounded number per call).
+  void ExpireMessages();
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
@@ -321,7 +329,15 @@ class Broker {
   std::vector<std::weak_ptr<Queue>> load_retries_;       // loads that failed
   // The scheduler: each queue with delayed messages in RAM, under its earliest due time.
   std::set<std::pair<int64_t, Queue*>> delay_heads_;
-  LeaseTimer leases_;                                          // every delivery's lease
+  LeaseTimer leases_;  // every delivery's lease
+  // Ready messages with an expiry (x-message-ttl, expiration_ms), in RAM.
+  struct ExpiryRef {
+    std::weak_ptr<Queue> queue;
+    uint64_t seq = 0;
+    int64_t expires_at_ms = 0;  // wall clock
+    SteadyTime deadline;        // when to look, by the steady clock
+  };
+  BucketTimer<ExpiryRef> expiries_;
   std::mt19937_64 retry_rng_;                                  // full jitter of retry backoffs
   std::vector<std::shared_ptr<Queue>> pending_delayed_loads_;  // issued after the commit
   std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
@@ -332,6 +348,7 @@ class Broker {
   bool release_backlog_ = false;  // due messages wait for tokens
   std::optional<SteadyTime> load_retry_at_;
   uint64_t run_start_id_ = 0;  // first message id of this run
+  bool shutting_down_ = false;
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -52,6 +52,9 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
     return;
   }
   auto envelope = std::make_shared<Envelope>(*message.envelope);
+  // As RabbitMQ does: the copy loses its own expiration, or an expired message would expire
+  // again in its dead-letter queue at once. The target queue's TTL still applies.
+  envelope->message.properties.expiration_ms = 0;
   RecordDeath(&envelope->message, reason, source->name(), *message.envelope, clock_->WallMillis(),
               message);
   std::vector<Queue*> targets;
@@ -101,6 +104,8 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
 
 bool Broker::WouldOverflow(const Queue& queue, uint64_t bytes) const {
   const QueuePolicy& policy = queue.policy();
+  // Right after a restart the depth is an upper bound until counted: no refusal on a guess.
+  if (queue.count_estimated()) return false;
   return (policy.max_length != 0 && queue.ready() + 1 > policy.max_length) ||
          (policy.max_length_bytes != 0 && queue.ready_bytes() + bytes > policy.max_length_bytes);
 }
@@ -111,6 +116,7 @@ void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
     return (policy.max_length != 0 && queue->ready() > policy.max_length) ||
            (policy.max_length_bytes != 0 && queue->ready_bytes() > policy.max_length_bytes);
   };
+  if (queue->count_estimated()) return;  // no drops on a guessed depth (after a restart)
   const int64_t now_ms = clock_->WallMillis();
   std::vector<QueuedMessage> expired;
   // Only heads in RAM: a head still on disk is dropped once loaded (the queue is over its
@@ -120,7 +126,41 @@ void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
     if (!head) break;
     DeadLetter(queue, std::move(*head), "max_length");
   }
-  for (const QueuedMessage& m : expired) Unstore(*queue, m);
+  for (QueuedMessage& m : expired) DeadLetter(queue, std::move(m), "expired");
+}
+
+void Broker::ArmExpiries(const std::shared_ptr<Queue>& queue) {
+  auto& fresh = queue->new_expiries();
+  if (fresh.empty()) return;
+  const SteadyTime now = clock_->Now();
+  const int64_t wall = clock_->WallMillis();
+  for (const auto& [seq, at] : fresh) {
+    auto wait = std::chrono::milliseconds(std::max<int64_t>(at - wall, 0));
+    expiries_.Add(ExpiryRef{queue, seq, at, now + wait});
+  }
+  fresh.clear();
+}
+
+void Broker::ExpireMessages() {
+  constexpr size_t kExpiriesPerTick = 10'000;
+  auto due = expiries_.TakeDue(clock_->Now(), kExpiriesPerTick);
+  if (due.empty()) return;
+  const int64_t wall = clock_->WallMillis();
+  for (ExpiryRef& ref : due) {
+    std::shared_ptr<Queue> queue = ref.queue.lock();
+    if (!queue || queue->deleted) continue;
+    if (ref.expires_at_ms > wall) {
+      // The wall clock was set back since it was armed: look again then.
+      ref.deadline = clock_->Now() + std::chrono::milliseconds(ref.expires_at_ms - wall);
+      expiries_.Add(ref);
+      continue;
+    }
+    // Delivered, settled or expired at the head since: nothing to do.
+    auto message = queue->TakeExpired(ref.seq, wall);
+    if (!message) continue;
+    DeadLetter(queue, std::move(*message), "expired");
+    ScheduleDispatch(queue);
+  }
 }
 
 }  // namespace wharf::broker

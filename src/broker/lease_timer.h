@@ -26,16 +26,18 @@ struct LeaseRef {
   SteadyTime deadline;
 };
 
-class LeaseTimer {
+// The same buckets serve message expiry (x-message-ttl): any `Ref` with a `deadline`.
+template <typename Ref>
+class BucketTimer {
  public:
   static constexpr std::chrono::milliseconds kGranularity{10};
 
-  void Add(const LeaseRef& lease) { buckets_[Bucket(lease.deadline)].push_back(lease); }
+  void Add(const Ref& ref) { buckets_[Bucket(ref.deadline)].push_back(ref); }
 
   // Removes and returns the leases of every bucket due at `now`, at most about `limit` (whole
   // buckets, so a bucket is never split).
-  std::vector<LeaseRef> TakeDue(SteadyTime now, size_t limit) {
-    std::vector<LeaseRef> out;
+  std::vector<Ref> TakeDue(SteadyTime now, size_t limit) {
+    std::vector<Ref> out;
     while (!buckets_.empty() && out.size() < limit && End(buckets_.begin()->first) <= now) {
       auto node = buckets_.extract(buckets_.begin());
       if (out.empty()) {
@@ -64,7 +66,9 @@ class LeaseTimer {
     return SteadyTime(std::chrono::duration_cast<SteadyTime::duration>(kGranularity) * bucket);
   }
 
-  std::map<int64_t, std::vector<LeaseRef>> buckets_;
+  std::map<int64_t, std::vector<Ref>> buckets_;
 };
+
+using LeaseTimer = BucketTimer<LeaseRef>;
 
 }  // namespace wharf::broker

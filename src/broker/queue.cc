@@ -1,15 +1,60 @@
 #include "broker/queue.h"
 
+#include <algorithm>
+
 namespace wharf::broker {
 namespace {
 
-bool Expired(const QueuedMessage& m, int64_t now_wall_ms) {
-  const Message& msg = m.envelope->message;
-  return msg.properties.expiration_ms != 0 &&
-         now_wall_ms - msg.published_at_ms >= static_cast<int64_t>(msg.properties.expiration_ms);
+const QueuedMessage* FindBySeq(const std::deque<QueuedMessage>& ready, uint64_t seq) {
+  // ready_ is in sequence order (enqueued, then loaded, in rising seq).
+  auto it = std::lower_bound(ready.begin(), ready.end(), seq,
+                             [](const QueuedMessage& m, uint64_t s) { return m.seq < s; });
+  return it != ready.end() && it->seq == seq ? &*it : nullptr;
 }
 
 }  // namespace
+
+int64_t Queue::ExpiresAt(const Envelope& envelope) const {
+  const Message& m = envelope.message;
+  int64_t at = 0;
+  if (m.properties.expiration_ms != 0) {
+    at = m.published_at_ms + static_cast<int64_t>(m.properties.expiration_ms);
+  }
+  if (policy_.message_ttl_ms != 0) {
+    int64_t by_queue = m.published_at_ms + static_cast<int64_t>(policy_.message_ttl_ms);
+    at = at == 0 ? by_queue : std::min(at, by_queue);
+  }
+  return at;
+}
+
+bool Queue::Expired(const QueuedMessage& m, int64_t now_wall_ms) const {
+  int64_t at = ExpiresAt(*m.envelope);
+  return at != 0 && now_wall_ms >= at;
+}
+
+std::optional<QueuedMessage> Queue::TakeExpired(uint64_t seq, int64_t now_wall_ms) {
+  if (auto it = returned_.find(seq); it != returned_.end()) {
+    if (!Expired(it->second, now_wall_ms)) return std::nullopt;
+    QueuedMessage m = std::move(it->second);
+    returned_.erase(it);
+    returned_bytes_ -= m.envelope->message.body.size();
+    ++expired_total;
+    return m;
+  }
+  auto* found = const_cast<QueuedMessage*>(FindBySeq(ready_, seq));
+  if (!found || !found->envelope || !Expired(*found, now_wall_ms)) return std::nullopt;
+  // Out of the middle of the deque: left as a tombstone (no envelope) that Pop skips.
+  QueuedMessage m = std::move(*found);
+  found->envelope = nullptr;
+  ++tombstones_;
+  ram_bytes_ -= m.envelope->message.body.size();
+  ++expired_total;
+  return m;
+}
+
+void Queue::NoteExpiry(const QueuedMessage& m) {
+  if (int64_t at = ExpiresAt(*m.envelope); at != 0) new_expiries_.emplace_back(m.seq, at);
+}
 
 uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
                         uint32_t receive_count, int64_t first_received_at_ms,
@@ -25,12 +70,14 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
   ram_bytes_ += envelope->message.body.size();
   ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags,
                                  first_received_at_ms, std::move(failures)});
+  NoteExpiry(ready_.back());
   return seq;
 }
 
 void Queue::Requeue(QueuedMessage message) {
   uint64_t seq = message.seq;
   returned_bytes_ += message.envelope->message.body.size();
+  NoteExpiry(message);
   returned_.emplace(seq, std::move(message));
 }
 
@@ -45,6 +92,10 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
     } else if (!ready_.empty()) {
       next = std::move(ready_.front());
       ready_.pop_front();
+      if (!next.envelope) {  // expired earlier (TakeExpired)
+        --tombstones_;
+        continue;
+      }
       ram_bytes_ -= next.envelope->message.body.size();
     } else {
       return std::nullopt;
@@ -62,7 +113,7 @@ PurgeResult Queue::Purge() {
     if (m.stored) result.stored.push_back(std::move(m));
   }
   for (auto& m : ready_) {
-    if (m.stored) result.stored.push_back(std::move(m));
+    if (m.envelope && m.stored) result.stored.push_back(std::move(m));
   }
   if (paged_ > 0) {
     result.paged_from_seq = load_from_seq_;
@@ -73,6 +124,8 @@ PurgeResult Queue::Purge() {
   ram_bytes_ = 0;
   returned_bytes_ = 0;
   paged_bytes_ = 0;
+  tombstones_ = 0;
+  new_expiries_.clear();
   paged_ = 0;
   estimate_ = 0;
   loading = false;
@@ -87,6 +140,7 @@ bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64
   for (auto& m : kept) {
     loaded_bytes += m.envelope->message.body.size();
     ready_.push_back(std::move(m));
+    NoteExpiry(ready_.back());
   }
   ram_bytes_ += loaded_bytes;
   // Messages recovered at start-up were never counted in paged_bytes_: never below zero.

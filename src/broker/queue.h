@@ -128,11 +128,21 @@ class Queue {
   // Drops every ready message, in RAM and paged.
   PurgeResult Purge();
 
-  uint64_t ready() const { return ready_.size() + returned_.size() + paged_; }
+  uint64_t ready() const { return ready_.size() - tombstones_ + returned_.size() + paged_; }
   // Body bytes of the ready messages (x-max-length-bytes); messages recovered at start-up
   // count once loaded.
   uint64_t ready_bytes() const { return ram_bytes_ + returned_bytes_ + paged_bytes_; }
-  bool HasReady() const { return !ready_.empty() || !returned_.empty(); }
+  bool HasReady() const { return ready_.size() > tombstones_ || !returned_.empty(); }
+
+  // --- Expiry (x-message-ttl, expiration_ms; docs/lifecycle.md) ---
+  // When a message expires in this queue (Unix ms); 0 = never. Counted from its publish.
+  int64_t ExpiresAt(const Envelope& envelope) const;
+  bool Expired(const QueuedMessage& m, int64_t now_wall_ms) const;
+  // Takes the ready message `seq` out if it is in RAM and expired at `now_wall_ms`.
+  std::optional<QueuedMessage> TakeExpired(uint64_t seq, int64_t now_wall_ms);
+  // (seq, expires at) of messages that came into RAM since the broker last looked: it arms
+  // its expiry timer with them.
+  std::vector<std::pair<uint64_t, int64_t>>& new_expiries() { return new_expiries_; }
 
   // --- Paging ---
   uint64_t paged() const { return paged_; }
@@ -194,6 +204,8 @@ class Queue {
   QueueInfo Info() const;
 
  private:
+  void NoteExpiry(const QueuedMessage& m);
+
   QueueSpec spec_;
   uint64_t owner_session_id_;
   uint64_t store_id_;
@@ -204,7 +216,9 @@ class Queue {
   uint64_t ram_bytes_ = 0;       // body bytes in ready_
   uint64_t returned_bytes_ = 0;  // body bytes in returned_
   uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
-  uint64_t estimate_ = 0;        // > 0: paged_ counts a recovery estimate this large
+  uint64_t tombstones_ = 0;      // entries of ready_ taken out by expiry (no envelope)
+  std::vector<std::pair<uint64_t, int64_t>> new_expiries_;
+  uint64_t estimate_ = 0;  // > 0: paged_ counts a recovery estimate this large
   uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;

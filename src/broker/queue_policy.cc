@@ -49,7 +49,8 @@ constexpr const char* kKnown[] = {"x-lease-ms",
                                   "x-max-attempts",
                                   "x-max-length",
                                   "x-max-length-bytes",
-                                  "x-overflow"};
+                                  "x-overflow",
+                                  "x-message-ttl"};
 
 }  // namespace
 
@@ -68,7 +69,8 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
                     "unknown queue argument '" + name +
                         "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
                         "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
-                        "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow)");
+                        "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow, "
+                        "x-message-ttl)");
     }
   }
   QueuePolicy policy;
@@ -113,7 +115,8 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
   WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
   policy.max_attempts = attempts;
   for (auto [name, out] : {std::pair{"x-max-length", &policy.max_length},
-                           std::pair{"x-max-length-bytes", &policy.max_length_bytes}}) {
+                           std::pair{"x-max-length-bytes", &policy.max_length_bytes},
+                           std::pair{"x-message-ttl", &policy.message_ttl_ms}}) {
     auto it = arguments.find(name);
     if (it == arguments.end()) continue;
     const auto* value = std::get_if<int64_t>(&it->second);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "wharf/message.h"
 #include "wharf/result.h"
@@ -38,6 +39,10 @@ struct QueuePolicy {
   // Length limits on the ready messages: x-max-length (messages) and x-max-length-bytes (body
   // bytes); 0 = none. x-overflow says what a publish beyond them does.
   enum class Overflow { kDropHead, kRejectPublish, kRejectPublishDlx };
+  // x-message-ttl: a ready message older than this (counted from its publish) expires, and is
+  // dead-lettered (expired) or dropped; 0 = none. A message's own expiration_ms also applies:
+  // the earlier of the two wins.
+  uint64_t message_ttl_ms = 0;
   uint64_t max_length = 0;
   uint64_t max_length_bytes = 0;
   Overflow overflow = Overflow::kDropHead;
@@ -57,5 +62,14 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments);
 
 // The most text a nack may attach to a message as its last error; longer text is cut.
 inline constexpr size_t kMaxLastErrorBytes = 1024;
+
+// The longest prefix of `text` (valid UTF-8) of at most `max_bytes` that ends on a character
+// boundary.
+inline std::string_view Utf8Prefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
 
 }  // namespace wharf::broker

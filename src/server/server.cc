@@ -195,6 +195,15 @@ void Server::Stop() {
     }
   }
   spdlog::info("wharfd stopping: closing {} connections", live.size());
+  {
+    // Before any connection closes, so that their deliveries come back without counting.
+    std::promise<void> marked;
+    asio::post(*broker_context_, [this, &marked] {
+      broker_->BeginShutdown();
+      marked.set_value();
+    });
+    marked.get_future().wait_for(std::chrono::seconds(5));
+  }
   asio::post(*io_contexts_[0], [this] {
     asio::error_code ignored;
     acceptor_->close(ignored);

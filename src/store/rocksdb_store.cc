@@ -600,7 +600,9 @@ void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
         std::pair key{remove->entry.queue_id, remove->entry.seq};
         plan_.removed_entries.insert(key);
         if (first_puts.contains(key)) plan_.elided_entries.insert(key);
-        ++removals[remove->entry.message_id];
+        // Only a shared entry holds a reference: an inline copy (a dead-lettered message keeps
+        // its id) releases nothing of the shared body.
+        if (remove->entry.flags & kEntryShared) ++removals[remove->entry.message_id];
       } else if (const auto* moved = std::get_if<StoreBatch::DelayEntry>(&op)) {
         // Leaves the entries like a removal, without releasing its body.
         std::pair key{moved->entry.queue_id, moved->entry.seq};

@@ -362,6 +362,88 @@ TEST_P(BrokerLifecycleTest, RejectPublishRefusesThePublisher) {
   EXPECT_EQ(broker_->DeclareQueue(kS1, bad).status().code(), StatusCode::kInvalidArgument);
 }
 
+// TTL: a message expires when its time comes even behind a head that does not, and goes to
+// the dead-letter target with reason expired; the queue's TTL and the message's own both count.
+TEST_P(BrokerLifecycleTest, ExpiredMessagesAreDeadLetteredWhereverTheyAre) {
+  DeclareWith("expired", {});
+  DeclareWith(
+      "q", {{"x-message-ttl", int64_t{10'000}}, {"x-dead-letter-queue", std::string("expired")}});
+  ASSERT_TRUE(Publish("", "q", "head").ok());
+  Message short_lived;
+  short_lived.body = "short";
+  short_lived.persistent = true;
+  short_lived.properties.expiration_ms = 500;
+  ASSERT_TRUE(broker_->Publish(kS1, "", "q", short_lived).ok());
+  ASSERT_TRUE(Publish("", "q", "tail").ok());
+  Drain();
+  Tick(milliseconds(499));
+  EXPECT_EQ(Info("q").ready, 3u);
+  Tick(milliseconds(1));
+  EXPECT_EQ(Info("q").ready, 2u) << "the middle one expired, not at the head";
+  auto dead = Take("expired");
+  ASSERT_EQ(Bodies(dead), std::vector<std::string>{"short"});
+  EXPECT_EQ(dead[0].envelope->message.deaths[0].reason, "expired");
+  EXPECT_EQ(dead[0].envelope->message.deaths[0].queue, "q");
+  // The queue's TTL: the other two go at 10 s, except one in flight (delivered messages do not
+  // expire; an unsettled one expires after it comes back).
+  auto head = Take("q", 1);
+  ASSERT_EQ(Bodies(head), std::vector<std::string>{"head"});
+  Tick(milliseconds(9'500));
+  EXPECT_EQ(Info("q").ready, 0u);
+  EXPECT_EQ(Info("q").in_flight, 1u);
+  EXPECT_EQ(Bodies(Take("expired")), std::vector<std::string>{"tail"});
+  ASSERT_TRUE(broker_->Nack(kS1, head[0].delivery_tag, false, true).ok());
+  Drain();
+  Tick(milliseconds(10));
+  EXPECT_EQ(Info("q").ready, 0u) << "back in the queue, already past its TTL";
+  EXPECT_EQ(Bodies(Take("expired")), std::vector<std::string>{"head"});
+  QueueSpec bad;
+  bad.name = "bad";
+  bad.arguments = {{"x-message-ttl", int64_t{-1}}};
+  EXPECT_EQ(broker_->DeclareQueue(kS1, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Regression (review): a reject that dead-letters gave the consumer its credit back but did not
+// dispatch again, so a prefetch-1 consumer stalled.
+TEST_P(BrokerLifecycleTest, RejectingConsumerKeepsReceiving) {
+  DeclareWith("dlq", {});
+  DeclareWith("q", {{"x-dead-letter-queue", std::string("dlq")}});
+  ASSERT_TRUE(broker_->Subscribe(kS1, "q", "c", 1, false).ok());
+  ASSERT_TRUE(Publish("", "q", "1").ok());
+  ASSERT_TRUE(Publish("", "q", "2").ok());
+  Drain();
+  ASSERT_EQ(peer_->deliveries.size(), 1u);
+  ASSERT_TRUE(broker_->Nack(kS1, peer_->deliveries[0].delivery_tag, false, false).ok());
+  Drain();
+  ASSERT_EQ(peer_->deliveries.size(), 2u) << "the next message follows the reject";
+  EXPECT_EQ(peer_->deliveries[1].envelope->message.body, "2");
+}
+
+// Regression (review): stopping the broker closes every connection; that must not count as an
+// attempt, or x-max-attempts 1 would dead-letter (or drop) everything in flight.
+TEST_P(BrokerLifecycleTest, ShutdownIsNoAttempt) {
+  DeclareWith("q", {{"x-max-attempts", int64_t{1}}});
+  ASSERT_TRUE(Publish("", "q", "in flight").ok());
+  Drain();
+  broker_->OpenSession(5, "worker", std::make_shared<RecordingPeer>());
+  ASSERT_TRUE(broker_->Receive(5, 1, "q", 1, 0).ok());
+  Drain();
+  EXPECT_EQ(Info("q").in_flight, 1u);
+  broker_->BeginShutdown();
+  broker_->CloseSession(5);
+  Drain();
+  EXPECT_EQ(Info("q").ready, 1u);
+}
+
+TEST(Utf8PrefixTest, CutsOnCharacterBoundaries) {
+  EXPECT_EQ(Utf8Prefix("abc", 5), "abc");
+  EXPECT_EQ(Utf8Prefix("abcdef", 3), "abc");
+  std::string euro = "a\xE2\x82\xAC";  // "a€": the euro sign is 3 bytes
+  EXPECT_EQ(Utf8Prefix(euro, 2), "a");
+  EXPECT_EQ(Utf8Prefix(euro, 3), "a");
+  EXPECT_EQ(Utf8Prefix(euro, 4), euro);
+}
+
 // Dying twice in the same queue for the same reason updates one record; different ones stack,
 // most recent first.
 TEST(DeathRecordTest, RepeatedDeathsUpdateOneRecordAndStayBounded) {

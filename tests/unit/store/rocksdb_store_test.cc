@@ -700,6 +700,28 @@ TEST_F(RocksDbStoreTest, DelayedSharedBodiesAreReleasedOnceAndQueueRemovalEmptie
   EXPECT_EQ(StoredBodies(), 0u);
 }
 
+// Regression (review): a message in two queues is dead-lettered from one as an inline copy with
+// the same id, and that copy is acked, all in one write group. Only removals of shared entries
+// count against the shared body: the other queue keeps it.
+TEST_F(RocksDbStoreTest, InlineCopyWithASharedIdDoesNotReleaseTheSharedBody) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  batch.Add(StoreBatch::PutQueue{Queue("dlq"), 3});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(7, "fanout"), 2});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 7, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 7, 0, kEntryShared}});
+  batch.Add(StoreBatch::RemoveEntry{EntryRef{1, 1, 7, 1, kEntryShared}});  // rejected in a
+  batch.Add(StoreBatch::PutEntry{EntryRef{3, 1, 7, 0, kEntryInline, MakeEnvelope(7, "fanout")}});
+  batch.Add(StoreBatch::RemoveEntry{EntryRef{3, 1, 7, 1, kEntryInline}});  // acked in the dlq
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  auto b = LoadAll(2);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_NE(b[0].envelope, nullptr) << "b's copy lost its body";
+  EXPECT_EQ(b[0].envelope->message.body, "fanout");
+}
+
 // Timeline entries of a queue whose record is gone are reported as orphans.
 TEST_F(RocksDbStoreTest, OrphanedTimelineIsReported) {
   Open();
