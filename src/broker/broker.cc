@@ -894,6 +894,7 @@ Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multi
 }
 
 void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& options) {
+  --deliveries_in_flight_;
   Queue& queue = *in_flight.queue;
   --queue.in_flight;
   if (in_flight.consumer) --in_flight.consumer->unacked;
@@ -955,6 +956,17 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
       break;
   }
   if (!queue.deleted) ScheduleDispatch(in_flight.queue);
+}
+
+void Broker::CompactLeases() {
+  size_t before = leases_.size();
+  leases_.RemoveIf([this](const LeaseRef& lease) {
+    SessionState* session = FindSession(lease.session_id);
+    if (!session) return true;
+    auto it = session->unacked.find(lease.delivery_tag);
+    return it == session->unacked.end() || it->second.lease_deadline != lease.deadline;
+  });
+  spdlog::debug("lease timer compacted: {} entries, {} live", before, leases_.size());
 }
 
 void Broker::ExpireLeases() {
@@ -1046,6 +1058,8 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
   if (consumer) ++consumer->unacked;
   SteadyTime deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
   leases_.Add(LeaseRef{session.id(), delivery.delivery_tag, deadline});
+  ++deliveries_in_flight_;
+  if (leases_.size() > 2 * deliveries_in_flight_ + 65'536) CompactLeases();
   session.unacked.emplace_hint(session.unacked.end(), delivery.delivery_tag,
                                InFlight{queue, std::move(message), consumer, deadline, lease_ms});
   return delivery;

@@ -105,6 +105,8 @@ class Broker {
   // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
   void CloseSession(uint64_t session_id);
   size_t session_count() const { return sessions_.size(); }
+  // Entries in the lease timer, stale ones included (tests: they must not pile up).
+  size_t lease_entries() const { return leases_.size(); }
   // The server is stopping: the connections it closes from now on hand their deliveries back
   // without counting an attempt (x-max-attempts).
   void BeginShutdown() { shutting_down_ = true; }
@@ -216,6 +218,8 @@ class Broker {
   // Dead-letters (expired) or drops the ready messages whose time ran out, wherever they are
   // in their queue (at most a bounded number per call).
   void ExpireMessages();
+  // Drops the lease timer's entries for settled or extended deliveries.
+  void CompactLeases();
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
@@ -349,6 +353,7 @@ class Broker {
   std::optional<SteadyTime> load_retry_at_;
   uint64_t run_start_id_ = 0;  // first message id of this run
   bool shutting_down_ = false;
+  uint64_t deliveries_in_flight_ = 0;  // in every session's unacked
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -6,12 +6,15 @@
 // was settled or extended is not removed (that would need a search); its stale entry is
 // dropped when its bucket comes due, after the caller checks it against the delivery's
 // current deadline. Buckets fire at their end: never before a deadline, at most 10 ms after.
+// So that stale entries do not pile up (a busy queue settles most deliveries long before their
+// lease ends), the owner compacts when they outnumber the live ones (RemoveIf).
 //
 // Thread safety: confined to the broker thread.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <vector>
@@ -32,7 +35,20 @@ class BucketTimer {
  public:
   static constexpr std::chrono::milliseconds kGranularity{10};
 
-  void Add(const Ref& ref) { buckets_[Bucket(ref.deadline)].push_back(ref); }
+  void Add(const Ref& ref) {
+    buckets_[Bucket(ref.deadline)].push_back(ref);
+    ++size_;
+  }
+  // Entries, stale ones included.
+  size_t size() const { return size_; }
+  // Drops the entries `stale` says are settled or superseded (a compaction, O(entries)).
+  template <typename Pred>
+  void RemoveIf(Pred stale) {
+    for (auto it = buckets_.begin(); it != buckets_.end();) {
+      size_ -= std::erase_if(it->second, stale);
+      it = it->second.empty() ? buckets_.erase(it) : std::next(it);
+    }
+  }
 
   // Removes and returns the leases of every bucket due at `now`, at most about `limit` (whole
   // buckets, so a bucket is never split).
@@ -40,6 +56,7 @@ class BucketTimer {
     std::vector<Ref> out;
     while (!buckets_.empty() && out.size() < limit && End(buckets_.begin()->first) <= now) {
       auto node = buckets_.extract(buckets_.begin());
+      size_ -= node.mapped().size();
       if (out.empty()) {
         out = std::move(node.mapped());
       } else {
@@ -67,6 +84,7 @@ class BucketTimer {
   }
 
   std::map<int64_t, std::vector<Ref>> buckets_;
+  size_t size_ = 0;
 };
 
 using LeaseTimer = BucketTimer<LeaseRef>;
