@@ -353,6 +353,7 @@ class Broker {
   std::optional<SteadyTime> load_retry_at_;
   uint64_t run_start_id_ = 0;  // first message id of this run
   bool shutting_down_ = false;
+  bool dropping_heads_ = false;        // inside DropHeads (no nested DropHeads from DeadLetter)
   uint64_t deliveries_in_flight_ = 0;  // in every session's unacked
 };
 

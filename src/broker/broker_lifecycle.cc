@@ -87,6 +87,15 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   const uint8_t flags =
       static_cast<uint8_t>(store::kEntryInline | (persistent ? 0 : store::kEntryTransient));
   for (Queue* target : targets) {
+    // A target's own length limit applies to what is dead-lettered into it: a full
+    // reject-publish target takes nothing (there is no publisher to tell), a drop-head one
+    // makes room below.
+    if (target->policy().overflow != QueuePolicy::Overflow::kDropHead &&
+        WouldOverflow(*target, envelope->message.body.size())) {
+      spdlog::warn("queue={} message={} dead-lettered ({}) but queue={} is full: dropped",
+                   source->name(), id, reason, target->name());
+      continue;
+    }
     const bool page = target->ShouldPage(options_.page_limits);
     const bool stored = store_ && target->store_id() != 0 && (persistent || page);
     // A new life in the target: its own receive count and failures; the death record keeps
@@ -98,7 +107,16 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
     }
     spdlog::debug("queue={} message={} dead-lettered ({}) to queue={}", source->name(), id, reason,
                   target->name());
-    if (auto it = queues_.find(target->name()); it != queues_.end()) ScheduleDispatch(it->second);
+    if (auto it = queues_.find(target->name()); it != queues_.end()) {
+      // Not from inside another DropHeads: two full queues dead-lettering into each other
+      // would pass one message back and forth forever. Such a target stays over its limit
+      // until its next publish.
+      if (target->policy().has_length_limit() &&
+          target->policy().overflow == QueuePolicy::Overflow::kDropHead && !dropping_heads_) {
+        DropHeads(it->second);
+      }
+      ScheduleDispatch(it->second);
+    }
   }
 }
 
@@ -117,6 +135,11 @@ void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
            (policy.max_length_bytes != 0 && queue->ready_bytes() > policy.max_length_bytes);
   };
   if (queue->count_estimated()) return;  // no drops on a guessed depth (after a restart)
+  struct Guard {
+    bool& flag;
+    explicit Guard(bool& f) : flag(f) { flag = true; }
+    ~Guard() { flag = false; }
+  } guard(dropping_heads_);
   const int64_t now_ms = clock_->WallMillis();
   std::vector<QueuedMessage> expired;
   // Only heads in RAM: a head still on disk is dropped once loaded (the queue is over its

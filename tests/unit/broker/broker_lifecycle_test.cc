@@ -452,6 +452,29 @@ TEST_P(BrokerLifecycleTest, SettledLeasesDoNotPileUp) {
   EXPECT_LE(broker_->lease_entries(), 65'536u + 2u);
 }
 
+// A dead-letter queue's own length limit applies to what is dead-lettered into it; two full
+// drop-head queues that dead-letter into each other do not loop.
+TEST_P(BrokerLifecycleTest, DeadLetterTargetsKeepTheirLengthLimits) {
+  DeclareWith("parking", {{"x-max-length", int64_t{2}}});
+  DeclareWith("work", {{"x-dead-letter-queue", std::string("parking")}});
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(Publish("", "work", std::to_string(i)).ok());
+  Drain();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(broker_->Nack(kS1, TakeOne("work").delivery_tag, false, false).ok());
+    Drain();
+  }
+  EXPECT_EQ(Bodies(Take("parking")), (std::vector<std::string>{"3", "4"}));
+  DeclareWith("ping", {{"x-max-length", int64_t{1}}, {"x-dead-letter-queue", std::string("pong")}});
+  DeclareWith("pong", {{"x-max-length", int64_t{1}}, {"x-dead-letter-queue", std::string("ping")}});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Publish("", "ping", "p" + std::to_string(i)).ok());
+    ASSERT_TRUE(Publish("", "pong", "q" + std::to_string(i)).ok());
+  }
+  Drain();  // returns: no endless ping-pong
+  // Nothing is lost; what the heads pushed out waits, over the limit, in the other queue.
+  EXPECT_EQ(Info("ping").ready + Info("pong").ready, 6u);
+}
+
 TEST(Utf8PrefixTest, CutsOnCharacterBoundaries) {
   EXPECT_EQ(Utf8Prefix("abc", 5), "abc");
   EXPECT_EQ(Utf8Prefix("abcdef", 3), "abc");
