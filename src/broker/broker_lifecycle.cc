@@ -1,6 +1,6 @@
-// The broker's side of the delivery lifecycle that is not settle-and-dispatch itself:
-// dead-lettering (docs/lifecycle.md). Part of class Broker (broker.h); split from broker.cc
-// by concern.
+// The broker's side of the delivery lifecycle (docs/lifecycle.md): settling deliveries (ack,
+// nack, reject, the retry policy), leases (expiry, extension), dead-lettering, length limits
+// and TTL expiry. Part of class Broker (broker.h); split from broker.cc by concern.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,6 +37,223 @@ void RecordDeath(Message* message, std::string_view reason, const std::string& q
 }
 
 }  // namespace
+
+// --- Settling and leases ----------------------------------------------------------------------
+
+Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple) {
+  thread_checker_.Check();
+  return SettleTags(session_id, delivery_tag, multiple, Settle::kAck);
+}
+
+Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, NackOptions nack) {
+  thread_checker_.Check();
+  SettleOptions options;
+  options.failed = true;
+  options.error = Utf8Prefix(nack.error, kMaxLastErrorBytes);
+  if (!nack.requeue) {
+    if (nack.delay_ms > 0) {
+      return Status(StatusCode::kInvalidArgument, "a nack with delay_ms must also requeue");
+    }
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kDrop, options);
+  }
+  if (uint64_t delay_ms = nack.delay_ms; delay_ms > 0) {
+    WHARF_RETURN_IF_ERROR(CheckDelay(delay_ms, 0, clock_->WallMillis()));
+    options.delay_ms = delay_ms;
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, options);
+  }
+  return SettleTags(session_id, delivery_tag, multiple,
+                    nack.immediate ? Settle::kRequeue : Settle::kRetry, options);
+}
+
+Status Broker::CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_ms) const {
+  // Delays end by the last millisecond of year 9999: far enough for anyone, and every due
+  // time then fits the scheduler's arithmetic (microseconds in 64 bits).
+  constexpr int64_t kMaxDueMs = 253'402'300'799'999;
+  if (delay_ms > static_cast<uint64_t>(std::max<int64_t>(kMaxDueMs - now_ms - 1, 0)) ||
+      deliver_at_ms > kMaxDueMs) {
+    return Status(StatusCode::kInvalidArgument,
+                  "delivery time is after 9999-12-31T23:59:59.999Z, the latest accepted");
+  }
+  uint64_t wait = delay_ms != 0            ? delay_ms
+                  : deliver_at_ms > now_ms ? static_cast<uint64_t>(deliver_at_ms - now_ms)
+                                           : 0;
+  if (options_.max_delay_ms != 0 && wait > options_.max_delay_ms) {
+    return Status(StatusCode::kInvalidArgument, "delay of " + std::to_string(wait) +
+                                                    " ms is beyond max_delay_ms " +
+                                                    std::to_string(options_.max_delay_ms));
+  }
+  return Status::Ok();
+}
+
+Status Broker::CheckLease(const Queue& queue, uint32_t lease_ms) const {
+  if (lease_ms <= queue.policy().max_lease_ms) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                "lease_ms " + std::to_string(lease_ms) + " exceeds queue " + Quote(queue.name()) +
+                    "'s maximum lease of " + std::to_string(queue.policy().max_lease_ms) +
+                    " ms (x-max-lease-ms)");
+}
+
+Status Broker::UnknownTag(const SessionState& session, uint64_t delivery_tag) const {
+  if (session.expired_tags.contains(delivery_tag)) {
+    return Status(StatusCode::kLeaseExpired,
+                  "delivery tag " + std::to_string(delivery_tag) +
+                      ": its lease expired and the message was put back for redelivery; this "
+                      "settles nothing");
+  }
+  return Status(StatusCode::kUnknownDeliveryTag,
+                "delivery tag " + std::to_string(delivery_tag) +
+                    " is unknown or already settled on this connection");
+}
+
+Status Broker::ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  auto it = session->unacked.find(delivery_tag);
+  if (it == session->unacked.end()) return UnknownTag(*session, delivery_tag);
+  InFlight& in_flight = it->second;
+  if (lease_ms == 0) lease_ms = in_flight.lease_ms;
+  WHARF_RETURN_IF_ERROR(CheckLease(*in_flight.queue, lease_ms));
+  in_flight.lease_ms = lease_ms;
+  in_flight.lease_deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
+  leases_.Add(LeaseRef{session_id, delivery_tag, in_flight.lease_deadline});
+  return Status::Ok();
+}
+
+Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
+                          const SettleOptions& options) {
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  auto& unacked = session->unacked;
+  if (multiple) {
+    // As in AMQP, tag 0 with multiple settles everything outstanding.
+    auto end = delivery_tag == 0 ? unacked.end() : unacked.upper_bound(delivery_tag);
+    if (end == unacked.begin()) {
+      return Status(StatusCode::kUnknownDeliveryTag,
+                    "no outstanding deliveries up to tag " + std::to_string(delivery_tag));
+    }
+    std::vector<InFlight> settled;
+    for (auto it = unacked.begin(); it != end; ++it) settled.push_back(std::move(it->second));
+    unacked.erase(unacked.begin(), end);
+    for (auto& in_flight : settled) SettleOne(std::move(in_flight), action, options);
+    return Status::Ok();
+  }
+  auto it = unacked.find(delivery_tag);
+  if (it == unacked.end()) return UnknownTag(*session, delivery_tag);
+  InFlight in_flight = std::move(it->second);
+  unacked.erase(it);
+  SettleOne(std::move(in_flight), action, options);
+  return Status::Ok();
+}
+
+void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& options) {
+  --deliveries_in_flight_;
+  Queue& queue = *in_flight.queue;
+  --queue.in_flight;
+  if (in_flight.consumer) --in_flight.consumer->unacked;
+  QueuedMessage& message = in_flight.message;
+  if (options.failed) {
+    auto failures = std::make_shared<Failures>();
+    failures->count = (message.failures ? message.failures->count : 0) + 1;
+    failures->last_failed_at_ms = clock_->WallMillis();
+    failures->last_error = options.error;
+    message.failures = std::move(failures);
+  }
+  // Out of attempts (counted in receives, so a consumer that crashes on the message counts
+  // too), or rejected: it leaves the queue for its dead-letter target, or is dropped.
+  if (!queue.deleted && action != Settle::kAck) {
+    const uint32_t max_attempts = queue.policy().max_attempts;
+    if (action == Settle::kDrop) {
+      DeadLetter(in_flight.queue, std::move(message), "rejected");
+      ScheduleDispatch(in_flight.queue);  // the consumer's credit is back
+      return;
+    }
+    // A broker shutting down closes every connection: that is no attempt of the consumer's.
+    const bool shutdown_requeue = shutting_down_ && !options.failed;
+    if (max_attempts != 0 && message.receive_count >= max_attempts && !shutdown_requeue) {
+      DeadLetter(in_flight.queue, std::move(message), "max_attempts");
+      ScheduleDispatch(in_flight.queue);
+      return;
+    }
+  }
+  uint64_t delay_ms = options.delay_ms;
+  if (action == Settle::kRetry) {
+    delay_ms =
+        queue.policy().RetryDelay(message.failures ? message.failures->count : 1, retry_rng_);
+    action = delay_ms > 0 ? Settle::kRequeueLater : Settle::kRequeue;
+  }
+  if (action == Settle::kRequeueLater && queue.delayed().backed() && !store_error_.ok()) {
+    // The timeline lives on disk, which cannot be written now: back at once rather than a
+    // message held nowhere.
+    spdlog::warn("queue={} message={} requeued at once, not delayed: the store cannot write",
+                 queue.name(), message.envelope->message.id);
+    action = Settle::kRequeue;
+  }
+  switch (action) {
+    case Settle::kAck:
+      ++queue.acked_total;
+      if (!queue.deleted) Unstore(queue, in_flight.message);
+      break;
+    case Settle::kRequeue:
+      if (!queue.deleted) queue.Requeue(std::move(in_flight.message));
+      break;
+    case Settle::kRequeueLater:
+      if (!queue.deleted) {
+        DelayDelivered(queue, std::move(in_flight.message), DueAfter(delay_ms));
+        UpdateDelayHead(in_flight.queue);
+      }
+      break;
+    case Settle::kRetry:  // resolved above
+      break;
+    case Settle::kDrop:  // a deleted queue's message: nothing to keep
+      break;
+  }
+  if (!queue.deleted) ScheduleDispatch(in_flight.queue);
+}
+
+void Broker::CompactLeases() {
+  size_t before = leases_.size();
+  leases_.RemoveIf([this](const LeaseRef& lease) {
+    SessionState* session = FindSession(lease.session_id);
+    if (!session) return true;
+    auto it = session->unacked.find(lease.delivery_tag);
+    return it == session->unacked.end() || it->second.lease_deadline != lease.deadline;
+  });
+  spdlog::debug("lease timer compacted: {} entries, {} live", before, leases_.size());
+}
+
+void Broker::ExpireLeases() {
+  // Bounded per tick; what is left is due at once and runs at the next tick, after the
+  // broker thread has served other work.
+  constexpr size_t kExpiriesPerTick = 10'000;
+  auto due = leases_.TakeDue(clock_->Now(), kExpiriesPerTick);
+  uint64_t expired = 0;
+  for (const LeaseRef& lease : due) {
+    SessionState* session = FindSession(lease.session_id);
+    if (!session) continue;
+    auto it = session->unacked.find(lease.delivery_tag);
+    // Settled since, or extended (a later entry stands for it).
+    if (it == session->unacked.end() || it->second.lease_deadline != lease.deadline) continue;
+    InFlight in_flight = std::move(it->second);
+    session->unacked.erase(it);
+    session->RememberExpired(lease.delivery_tag);
+    ++expired;
+    spdlog::debug("conn={} queue={} message={} tag={} lease of {} ms expired", lease.session_id,
+                  in_flight.queue->name(), in_flight.message.envelope->message.id,
+                  lease.delivery_tag, in_flight.lease_ms);
+    std::string error = "lease of " + std::to_string(in_flight.lease_ms) + " ms expired";
+    SettleOptions options;
+    options.failed = true;
+    options.error = error;
+    ++in_flight.queue->lease_expired_total;
+    // Never closes the connection: the message is simply redelivered (retry policy).
+    SettleOne(std::move(in_flight), Settle::kRetry, options);
+  }
+  if (expired > 0)
+    spdlog::info("{} delivery leases expired; their messages are redelivered", expired);
+}
+
+// --- Dead-lettering and length limits --------------------------------------------------------
 
 void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage message,
                         std::string_view reason) {

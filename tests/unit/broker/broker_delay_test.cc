@@ -16,12 +16,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> out;
-  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-  return out;
-}
-
 class BrokerDelayTest : public BrokerStoreTest, public ::testing::WithParamInterface<bool> {
  protected:
   bool durable() const { return GetParam(); }

@@ -19,12 +19,6 @@
 namespace wharf::broker {
 namespace {
 
-std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> out;
-  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-  return out;
-}
-
 TEST_F(BrokerStoreTest, PersistentPublishIsAnsweredOnlyOnceDurable) {
   DeclareQueue("q");
   auto outcome = Publish("", "q", "m", true, 5);
