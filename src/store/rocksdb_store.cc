@@ -403,7 +403,7 @@ void RocksDbStore::CountRecoveredQueues(CountCallback done) {
   job.done = std::move(done);
   {
     std::lock_guard lock(read_mu_);
-    reads_.push_back(std::move(job));
+    reads_.emplace_back(std::in_place_type<CountJob>, std::move(job));
   }
   read_cv_.notify_one();
 }

@@ -52,7 +52,8 @@ void RocksDbStore::ReaderLoop() {
     auto& count = std::get<CountJob>(job);
     if (CountSlice(&count)) {
       std::lock_guard lock(read_mu_);
-      reads_.push_back(std::move(count));  // behind the loads that came meanwhile
+      // Behind the loads that came meanwhile.
+      reads_.emplace_back(std::in_place_type<CountJob>, std::move(count));
     } else if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
       db_->ReleaseSnapshot(snapshot);
     }
