@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -32,7 +33,8 @@ std::map<std::string, std::string> ParseResult(const std::string& output) {
 // Runs wharf-perf with `args`; returns its exit code and stdout+stderr.
 int RunPerf(const std::vector<std::string>& args, std::string* output,
             const std::function<void()>& while_running = nullptr) {
-  std::string path = testing::MakeTempDir("wharf-perf") + "/out.txt";
+  std::string dir = testing::MakeTempDir("wharf-perf");
+  std::string path = dir + "/out.txt";
   pid_t pid = fork();
   if (pid == 0) {
     FILE* f = std::freopen(path.c_str(), "w", stdout);
@@ -53,6 +55,8 @@ int RunPerf(const std::vector<std::string>& args, std::string* output,
   std::stringstream ss;
   ss << in.rdbuf();
   *output = ss.str();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
