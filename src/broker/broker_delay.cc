@@ -21,15 +21,21 @@ constexpr auto kMaxSleep = std::chrono::milliseconds(1000);
 // Bodies of listed messages are not sent; this caps what one listing reads.
 constexpr uint64_t kListBytes = 4u << 20;
 
-DelayedInfo ToInfo(const DelayKey& key, const DelayedMessage& m) {
+// A listing's view of a waiting message: everything but the body (never copied).
+DelayedInfo ToInfo(const DelayKey& key, const Envelope& envelope, uint32_t receive_count) {
+  const Message& m = envelope.message;
   DelayedInfo info;
-  info.message = m.envelope->message;
-  info.body_bytes = info.message.body.size();
-  info.message.body.clear();
+  info.message.id = m.id;
+  info.message.headers = m.headers;
+  info.message.properties = m.properties;
+  info.message.persistent = m.persistent;
+  info.message.published_at_ms = m.published_at_ms;
+  info.message.deaths = m.deaths;
+  info.body_bytes = m.body.size();
   info.deliver_at_ms = key.due_ms;
-  info.receive_count = m.receive_count;
-  info.exchange = m.envelope->exchange;
-  info.routing_key = m.envelope->routing_key;
+  info.receive_count = receive_count;
+  info.exchange = envelope.exchange;
+  info.routing_key = envelope.routing_key;
   return info;
 }
 
@@ -359,7 +365,7 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
         page.more = true;
         break;
       }
-      page.messages.push_back(ToInfo(key, message));
+      page.messages.push_back(ToInfo(key, *message.envelope, message.receive_count));
       page.next_after_deliver_at_ms = key.due_ms;
       page.next_after_message_id = key.message_id;
     }
@@ -399,8 +405,7 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
               continue;
             }
             page.messages.push_back(
-                ToInfo(DelayKey{m.due_ms, m.message_id},
-                       DelayedMessage{m.envelope, m.receive_count, m.flags, 0, nullptr}));
+                ToInfo(DelayKey{m.due_ms, m.message_id}, *m.envelope, m.receive_count));
           }
           // More when the read found an entry beyond `limit`, or stopped at its byte budget.
           page.more = loaded->size() > limit || bytes >= kListBytes;
