@@ -5,7 +5,7 @@
 namespace wharf::broker {
 namespace {
 
-Status ReadMillis(const Headers& arguments, const char* name, uint32_t min, uint32_t max,
+Status ReadUint32(const Headers& arguments, const char* name, uint32_t min, uint32_t max,
                   uint32_t* out) {
   auto it = arguments.find(name);
   if (it == arguments.end()) return Status::Ok();
@@ -75,11 +75,11 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
   }
   QueuePolicy policy;
   constexpr uint32_t kDay = 86'400'000;
-  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-lease-ms", 1, kDay, &policy.max_lease_ms));
+  WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-max-lease-ms", 1, kDay, &policy.max_lease_ms));
   WHARF_RETURN_IF_ERROR(
-      ReadMillis(arguments, "x-lease-ms", 1, policy.max_lease_ms, &policy.lease_ms));
-  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-retry-base-ms", 0, kDay, &policy.retry_base_ms));
-  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-retry-max-ms", 1, kDay, &policy.retry_max_ms));
+      ReadUint32(arguments, "x-lease-ms", 1, policy.max_lease_ms, &policy.lease_ms));
+  WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-retry-base-ms", 0, kDay, &policy.retry_base_ms));
+  WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-retry-max-ms", 1, kDay, &policy.retry_max_ms));
   if (policy.retry_base_ms > policy.retry_max_ms) {
     return Status(StatusCode::kInvalidArgument,
                   "queue argument 'x-retry-base-ms' is larger than 'x-retry-max-ms'");
@@ -112,7 +112,7 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
                   "'x-dead-letter-routing-key' (the queue's name)");
   }
   uint32_t attempts = 0;
-  WHARF_RETURN_IF_ERROR(ReadMillis(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
+  WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
   policy.max_attempts = attempts;
   for (auto [name, out] : {std::pair{"x-max-length", &policy.max_length},
                            std::pair{"x-max-length-bytes", &policy.max_length_bytes},
