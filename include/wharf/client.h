@@ -124,6 +124,14 @@ class Client {
   // was not waiting in `queue` (delivered already, cancelled before, or never delayed there).
   Result<bool> CancelDelayed(const std::string& queue, uint64_t message_id);
 
+  // --- Redrive (docs/lifecycle.md) -------------------------------------------------------------
+  // Starts moving a dead-letter queue's messages back; returns once the task is on disk (for a
+  // dry run: at once, with nothing counted yet; poll RedriveStatus until it is not running).
+  Result<RedriveInfo> StartRedrive(const RedriveSpec& spec);
+  Result<RedriveInfo> CancelRedrive(const std::string& queue);
+  // The last redrive of `queue`, or of every queue that had one ("").
+  Result<std::vector<RedriveInfo>> RedriveStatus(const std::string& queue = "");
+
   // --- Users (admins only; kAccessRefused otherwise) -----------------------------------------
   // Creates or replaces a user kept in the broker's store. `password_hash` as made by
   // wharf::HashPassword / `wharfctl hash-password`: the password itself is never sent.

@@ -85,6 +85,43 @@ struct DelayedPage {
   uint64_t next_after_message_id = 0;
 };
 
+// A redrive: moves a dead-letter queue's messages back to where they died (docs/lifecycle.md,
+// "Redrive"). Runs inside the broker; its progress is stored with every move.
+struct RedriveSpec {
+  std::string queue;     // the dead-letter queue to empty
+  std::string to;        // every message to this queue; "" = each to the queue it died in
+  std::string reason;    // only messages whose last death has this reason; "" = all
+  uint64_t limit = 0;    // move at most this many; 0 = all
+  uint32_t rate = 0;     // messages per second at most; 0 = the broker's default
+  bool dry_run = false;  // count what would move, move nothing
+};
+
+struct RedriveTargetCount {
+  std::string queue;
+  uint64_t messages = 0;
+};
+
+struct RedriveInfo {
+  enum class State : uint8_t { kRunning = 1, kFinished = 2, kCancelled = 3, kFailed = 4 };
+  RedriveSpec spec;  // rate as applied
+  State state = State::kRunning;
+  std::string detail;          // why it stopped (cancelled, failed), or ""
+  int64_t started_at_ms = 0;   // Unix ms
+  int64_t finished_at_ms = 0;  // 0 while running
+  uint64_t total = 0;          // ready messages in the queue when it started
+  uint64_t moved = 0;          // moved (or, for a dry run, would move)
+  uint64_t remaining = 0;      // ready messages it has not looked at yet (about)
+  // Left in the dead-letter queue: not matching --reason (or never dead-lettered), no
+  // target queue (deleted, exclusive, the queue itself), or a full target.
+  uint64_t skipped_not_matching = 0;
+  uint64_t skipped_no_target = 0;
+  uint64_t skipped_target_full = 0;
+  double rate_per_second = 0;               // measured over the last seconds
+  std::vector<RedriveTargetCount> targets;  // moved per target queue
+};
+
+std::string_view RedriveStateName(RedriveInfo::State state);  // "running", ...
+
 struct ExchangeInfo {
   std::string name;
   ExchangeType type = ExchangeType::kDirect;

@@ -344,6 +344,8 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   queue->delayed().Clear();
   ForgetDelayHead(queue.get());
   queue->deleted = true;
+  // Its redrive goes with it (RemoveQueue removes the stored one).
+  redrives_.erase(name);
   // One op removes the queue, its bindings, its entries and the bodies only it held.
   if (queue->store_id() != 0) {
     Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
@@ -968,6 +970,7 @@ void Broker::OnTimer() {
   ReleaseDue();
   ExpireLeases();
   ExpireMessages();
+  RunRedrives();
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
     auto [queue_name, waiter_id] = receive_deadlines_.begin()->second;
     receive_deadlines_.erase(receive_deadlines_.begin());
@@ -998,6 +1001,7 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
   }
   if (auto lease = leases_.next(); lease && (!next || *lease < *next)) next = lease;
   if (auto expiry = expiries_.next(); expiry && (!next || *expiry < *next)) next = expiry;
+  if (auto redrive = NextRedriveDeadline(); redrive && (!next || *redrive < *next)) next = redrive;
   return next;
 }
 

@@ -42,6 +42,7 @@
 #include "broker/exchange.h"
 #include "broker/lease_timer.h"
 #include "broker/queue.h"
+#include "broker/redrive_task.h"
 #include "broker/session_state.h"
 #include "common/clock.h"
 #include "common/thread_checker.h"
@@ -68,6 +69,8 @@ struct BrokerOptions {
   uint32_t delay_release_per_second = 100'000;
   // Delays and delivery times longer than this are refused (0 = no limit).
   uint64_t max_delay_ms = 0;
+  // Redrives (docs/lifecycle.md): messages moved per second when the request names no rate.
+  uint32_t redrive_rate = 1'000;
 };
 
 // When a published message becomes visible: after `delay_ms`, or at `deliver_at_ms` (Unix
@@ -172,6 +175,16 @@ class Broker {
   // kLeaseExpired when it already ran out.
   Status ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms);
 
+  // --- Redrive (broker_redrive.cc; docs/lifecycle.md) ----------------------------------------
+  // Starts moving spec.queue's messages back to where they died (or to spec.to). On OK the
+  // answer comes through SessionPeer::RedriveDone once the task is on disk; from then on it
+  // runs, and survives restarts, until done, cancelled, or its queue is deleted.
+  Status StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpec spec);
+  // Stops the queue's running redrive; answered through RedriveDone once that is on disk.
+  Status CancelRedrive(uint64_t session_id, uint64_t request_id, const std::string& queue);
+  // The last redrive of `queue`, or of every queue that had one ("").
+  Result<std::vector<RedriveInfo>> RedriveStatus(uint64_t session_id, std::string_view queue) const;
+
   // --- Driving -------------------------------------------------------------------------------
   // Dispatches every queue touched since the last Flush and flushes every peer with output.
   void Flush();
@@ -275,6 +288,25 @@ class Broker {
   // When the scheduler must run next, as a steady deadline.
   std::optional<SteadyTime> NextReleaseDeadline() const;
 
+  // --- Redrive (broker_redrive.cc) ---
+  // Runs each redrive's next step within its rate.
+  void RunRedrives();
+  void RedriveStep(RedriveTask& task, Queue& queue);
+  // Looks at one ready message of the walk: moves it, or counts why it stays. False when the
+  // rate allows no move now (the walk resumes there). `paged`: it is in the store only.
+  bool RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& message, bool paged);
+  void FinishRedrive(RedriveTask& task, RedriveInfo::State state, std::string detail);
+  void ReadRedrive(RedriveTask& task, const Queue& queue);
+  void OnRedriveRead(const std::string& queue_name, uint64_t serial, uint64_t generation,
+                     Result<std::vector<store::LoadedMessage>> loaded);
+  // Answers a StartRedrive or CancelRedrive once the task's record is on disk.
+  void AnswerRedrive(uint64_t session_id, uint64_t request_id, const RedriveTask& task);
+  RedriveInfo RedriveView(const RedriveTask& task) const;
+  std::optional<SteadyTime> NextRedriveDeadline() const;
+  // Appends a message that moves into `target` (dead-lettered, redriven) at its tail, with a
+  // new life there: receive count and failures start over.
+  void EnqueueMoved(Queue& target, const EnvelopePtr& envelope);
+
   // --- Store ---
   struct PendingConfirm {
     uint64_t session_id;
@@ -355,6 +387,9 @@ class Broker {
   bool shutting_down_ = false;
   bool dropping_heads_ = false;        // inside DropHeads (no nested DropHeads from DeadLetter)
   uint64_t deliveries_in_flight_ = 0;  // in every session's unacked
+  // Each queue's last redrive, running or not, by queue name.
+  std::map<std::string, RedriveTask, std::less<>> redrives_;
+  uint64_t next_redrive_serial_ = 1;
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -300,9 +300,6 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
                  source->name(), id, reason, target_name);
     return;
   }
-  const bool persistent = envelope->message.persistent;
-  const uint8_t flags =
-      static_cast<uint8_t>(store::kEntryInline | (persistent ? 0 : store::kEntryTransient));
   for (Queue* target : targets) {
     // A target's own length limit applies to what is dead-lettered into it: a full
     // reject-publish target takes nothing (there is no publisher to tell), a drop-head one
@@ -313,27 +310,34 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
                    source->name(), id, reason, target->name());
       continue;
     }
-    const bool page = target->ShouldPage(options_.page_limits);
-    const bool stored = store_ && target->store_id() != 0 && (persistent || page);
     // A new life in the target: its own receive count and failures; the death record keeps
     // the old ones.
-    uint64_t seq = target->Enqueue(envelope, stored, flags, page);
-    if (stored) {
-      Persist(store::StoreBatch::PutEntry{
-          store::EntryRef{target->store_id(), seq, id, 0, flags, envelope}});
-    }
+    EnqueueMoved(*target, envelope);
     spdlog::debug("queue={} message={} dead-lettered ({}) to queue={}", source->name(), id, reason,
                   target->name());
-    if (auto it = queues_.find(target->name()); it != queues_.end()) {
-      // Not from inside another DropHeads: two full queues dead-lettering into each other
-      // would pass one message back and forth forever. Such a target stays over its limit
-      // until its next publish.
-      if (target->policy().has_length_limit() &&
-          target->policy().overflow == QueuePolicy::Overflow::kDropHead && !dropping_heads_) {
-        DropHeads(it->second);
-      }
-      ScheduleDispatch(it->second);
+  }
+}
+
+void Broker::EnqueueMoved(Queue& target, const EnvelopePtr& envelope) {
+  const bool persistent = envelope->message.persistent;
+  const uint8_t flags =
+      static_cast<uint8_t>(store::kEntryInline | (persistent ? 0 : store::kEntryTransient));
+  const bool page = target.ShouldPage(options_.page_limits);
+  const bool stored = store_ && target.store_id() != 0 && (persistent || page);
+  uint64_t seq = target.Enqueue(envelope, stored, flags, page);
+  if (stored) {
+    Persist(store::StoreBatch::PutEntry{
+        store::EntryRef{target.store_id(), seq, envelope->message.id, 0, flags, envelope}});
+  }
+  if (auto it = queues_.find(target.name()); it != queues_.end()) {
+    // Not from inside another DropHeads: two full queues dead-lettering into each other
+    // would pass one message back and forth forever. Such a target stays over its limit
+    // until its next publish.
+    if (target.policy().has_length_limit() &&
+        target.policy().overflow == QueuePolicy::Overflow::kDropHead && !dropping_heads_) {
+      DropHeads(it->second);
     }
+    ScheduleDispatch(it->second);
   }
 }
 

@@ -53,6 +53,23 @@ Status Broker::Recover(const store::RecoveredState& state) {
                    binding.queue, binding.destination_exchange, binding.routing_key, s.ToString());
     }
   }
+  for (const store::StoredRedrive& stored : state.redrives) {
+    auto queue = std::find_if(queues_.begin(), queues_.end(), [&](const auto& entry) {
+      return entry.second->store_id() == stored.queue_id;
+    });
+    if (queue == queues_.end()) continue;
+    RedriveTask& task = redrives_[queue->first];
+    task.stored = stored;
+    task.stored.info.spec.queue = queue->first;
+    task.queue = queue->second;
+    task.serial = next_redrive_serial_++;
+    if (!task.running()) continue;
+    if (task.info().spec.rate == 0) task.info().spec.rate = options_.redrive_rate;
+    // Messages dead-lettered from now on come after the walk's end, as they did before.
+    if (stored.end_seq > 0) queue->second->EnsureNextSeqAbove(stored.end_seq - 1);
+    spdlog::info("recovery: queue={} resumes its redrive: {} moved and {} left behind so far",
+                 queue->first, task.info().moved, task.examined() - task.info().moved);
+  }
   replaying_ = false;
   for (uint64_t orphan : state.orphaned_queue_ids) {
     spdlog::warn("recovery: removing the entries of deleted queue id {}", orphan);

@@ -33,23 +33,50 @@ bool Queue::Expired(const QueuedMessage& m, int64_t now_wall_ms) const {
 }
 
 std::optional<QueuedMessage> Queue::TakeExpired(uint64_t seq, int64_t now_wall_ms) {
+  const QueuedMessage* found = nullptr;
   if (auto it = returned_.find(seq); it != returned_.end()) {
-    if (!Expired(it->second, now_wall_ms)) return std::nullopt;
+    found = &it->second;
+  } else {
+    found = FindBySeq(ready_, seq);
+  }
+  if (!found || !found->envelope || !Expired(*found, now_wall_ms)) return std::nullopt;
+  ++expired_total;
+  return Take(seq);
+}
+
+const QueuedMessage* Queue::NextReadyInRam(uint64_t seq) const {
+  // Every returned message came from the head, so returned_ sorts before ready_.
+  if (auto it = returned_.lower_bound(seq); it != returned_.end()) return &it->second;
+  auto it = std::lower_bound(ready_.begin(), ready_.end(), seq,
+                             [](const QueuedMessage& m, uint64_t s) { return m.seq < s; });
+  while (it != ready_.end() && !it->envelope) ++it;  // tombstones
+  return it == ready_.end() ? nullptr : &*it;
+}
+
+std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
+  if (auto it = returned_.find(seq); it != returned_.end()) {
     QueuedMessage m = std::move(it->second);
     returned_.erase(it);
     returned_bytes_ -= m.envelope->message.body.size();
-    ++expired_total;
     return m;
   }
   auto* found = const_cast<QueuedMessage*>(FindBySeq(ready_, seq));
-  if (!found || !found->envelope || !Expired(*found, now_wall_ms)) return std::nullopt;
-  // Out of the middle of the deque: left as a tombstone (no envelope) that Pop skips.
+  if (!found || !found->envelope) return std::nullopt;
   QueuedMessage m = std::move(*found);
   found->envelope = nullptr;
-  ++tombstones_;
   ram_bytes_ -= m.envelope->message.body.size();
-  ++expired_total;
+  if (found == &ready_.front()) {
+    ready_.pop_front();
+  } else {
+    // Out of the middle of the deque: left as a tombstone (no envelope) that Pop skips.
+    ++tombstones_;
+  }
   return m;
+}
+
+void Queue::TakePaged(uint64_t bytes) {
+  --paged_;
+  paged_bytes_ -= std::min(paged_bytes_, bytes);
 }
 
 void Queue::NoteExpiry(const QueuedMessage& m) {

@@ -140,6 +140,17 @@ class Queue {
   bool Expired(const QueuedMessage& m, int64_t now_wall_ms) const;
   // Takes the ready message `seq` out if it is in RAM and expired at `now_wall_ms`.
   std::optional<QueuedMessage> TakeExpired(uint64_t seq, int64_t now_wall_ms);
+
+  // --- Walking the ready messages by sequence number (redrive) ---
+  // The ready message in RAM with the lowest seq >= `seq`; null when there is none.
+  const QueuedMessage* NextReadyInRam(uint64_t seq) const;
+  // Takes the ready message `seq` out of RAM, wherever it is; nullopt when it is not there.
+  std::optional<QueuedMessage> Take(uint64_t seq);
+  // True when the message `seq` would be paged (in the store only), if it still exists.
+  bool IsPaged(uint64_t seq) const { return paged_ > 0 && seq >= load_from_seq_ && !loading; }
+  // The caller removed the paged message `seq` (of `bytes` body bytes) from the store.
+  // REQUIRES: IsPaged(seq).
+  void TakePaged(uint64_t bytes);
   // (seq, expires at) of messages that came into RAM since the broker last looked: it arms
   // its expiry timer with them.
   std::vector<std::pair<uint64_t, int64_t>>& new_expiries() { return new_expiries_; }

@@ -535,6 +535,40 @@ Result<bool> Client::CancelDelayed(const std::string& queue, uint64_t message_id
   return reply->cancel_delayed_ok().cancelled();
 }
 
+Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
+  pb::Frame frame;
+  auto* start = frame.mutable_start_redrive();
+  start->set_queue(spec.queue);
+  start->set_to(spec.to);
+  start->set_reason(spec.reason);
+  start->set_limit(spec.limit);
+  start->set_rate(spec.rate);
+  start->set_dry_run(spec.dry_run);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return protocol::FromWire(reply->redrive_ok().task());
+}
+
+Result<RedriveInfo> Client::CancelRedrive(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_cancel_redrive()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return protocol::FromWire(reply->redrive_ok().task());
+}
+
+Result<std::vector<RedriveInfo>> Client::RedriveStatus(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_redrive_status()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<RedriveInfo> out;
+  for (const auto& task : reply->redrive_status_ok().tasks()) {
+    out.push_back(protocol::FromWire(task));
+  }
+  return out;
+}
+
 Result<std::vector<ExchangeInfo>> Client::ListExchanges() {
   pb::Frame frame;
   frame.mutable_list_exchanges();

@@ -20,6 +20,20 @@ std::string_view ExchangeTypeName(ExchangeType type) {
   return "unknown";
 }
 
+std::string_view RedriveStateName(RedriveInfo::State state) {
+  switch (state) {
+    case RedriveInfo::State::kRunning:
+      return "running";
+    case RedriveInfo::State::kFinished:
+      return "finished";
+    case RedriveInfo::State::kCancelled:
+      return "cancelled";
+    case RedriveInfo::State::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
 std::optional<ExchangeType> ParseExchangeType(std::string_view name) {
   if (name == "direct") return ExchangeType::kDirect;
   if (name == "fanout") return ExchangeType::kFanout;

@@ -1,6 +1,8 @@
 // wharfctl: the admin CLI. A first cut: declare, bind, publish, consume, list; plus
 // hash-password for the config file. Exit codes: 0 success, 1 the broker refused or failed,
 // 2 bad usage, 3 cannot connect.
+#include <unistd.h>
+
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "common/password.h"
@@ -50,6 +53,15 @@ Commands:
                                         delayed messages of QUEUE, soonest first, N per page
                                         (default 20); --after continues from a listed one
   delayed cancel QUEUE ID               cancel a delayed message (ID in hex, as published)
+  redrive DLQ [--to QUEUE] [--reason R] [--limit N] [--rate N] [--dry-run] [--follow] [--json]
+                                        move a dead-letter queue's messages back to the queue
+                                        each died in (or to QUEUE), at most N per second
+                                        (default 1000); R is rejected, max_attempts, expired
+                                        or max_length; --dry-run counts what would move;
+                                        --follow shows it to the end ('redrive start DLQ' for
+                                        a queue named status or cancel)
+  redrive status [DLQ] [--json]         the last redrive of DLQ, or of every queue
+  redrive cancel DLQ                    stop a running redrive (what moved stays moved)
   users [--json]                        list users (admins only)
   add-user NAME [--admin] [--new-password P]
                                         create or replace a user kept by the broker (admins
@@ -67,8 +79,9 @@ struct Args {
 };
 
 const std::vector<std::string> kValueOptions = {
-    "--prefix", "--alternate",    "--match", "--count",      "--wait", "--content-type",
-    "--ttl",    "--new-password", "--delay", "--deliver-at", "-n",     "--after"};
+    "--prefix", "--alternate",    "--match",  "--count",      "--wait", "--content-type",
+    "--ttl",    "--new-password", "--delay",  "--deliver-at", "-n",     "--after",
+    "--to",     "--rate",         "--reason", "--limit"};
 
 bool ParseArgs(const std::vector<std::string>& in, Args* out, std::string* error) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -275,6 +288,164 @@ int Delayed(wharf::Client& client, const Args& args) {
                 static_cast<unsigned long long>(page->next_after_message_id));
   }
   return 0;
+}
+
+std::string RedriveJson(const wharf::RedriveInfo& r) {
+  std::string targets = "{";
+  for (size_t i = 0; i < r.targets.size(); ++i) {
+    targets += (i ? "," : "") + JsonString(r.targets[i].queue) + ":" +
+               std::to_string(r.targets[i].messages);
+  }
+  targets += "}";
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f", r.rate_per_second);
+  return std::string("{\"queue\":") + JsonString(r.spec.queue) +
+         ",\"to\":" + JsonString(r.spec.to) + ",\"reason\":" + JsonString(r.spec.reason) +
+         ",\"limit\":" + std::to_string(r.spec.limit) + ",\"rate\":" + std::to_string(r.spec.rate) +
+         ",\"dry_run\":" + (r.spec.dry_run ? "true" : "false") +
+         ",\"state\":" + JsonString(std::string(wharf::RedriveStateName(r.state))) +
+         ",\"detail\":" + JsonString(r.detail) +
+         ",\"started_at_ms\":" + std::to_string(r.started_at_ms) +
+         ",\"finished_at_ms\":" + std::to_string(r.finished_at_ms) +
+         ",\"total\":" + std::to_string(r.total) + ",\"moved\":" + std::to_string(r.moved) +
+         ",\"remaining\":" + std::to_string(r.remaining) +
+         ",\"skipped_not_matching\":" + std::to_string(r.skipped_not_matching) +
+         ",\"skipped_no_target\":" + std::to_string(r.skipped_no_target) +
+         ",\"skipped_target_full\":" + std::to_string(r.skipped_target_full) +
+         ",\"rate_per_second\":" + rate + ",\"targets\":" + targets + "}";
+}
+
+// "moved 1200 (orders 1200); left 3 not matching, 1 without a target queue".
+std::string RedriveSummary(const wharf::RedriveInfo& r) {
+  std::string out = (r.spec.dry_run ? "would move " : "moved ") + std::to_string(r.moved);
+  if (!r.targets.empty()) {
+    out += " (";
+    for (size_t i = 0; i < r.targets.size(); ++i) {
+      out += (i ? ", " : "") + r.targets[i].queue + " " + std::to_string(r.targets[i].messages);
+    }
+    out += ")";
+  }
+  std::string left;
+  auto add = [&](uint64_t n, const char* why) {
+    if (n == 0) return;
+    left += (left.empty() ? "" : ", ") + std::to_string(n) + " " + why;
+  };
+  add(r.skipped_not_matching, "not matching");
+  add(r.skipped_no_target, "without a target queue");
+  add(r.skipped_target_full, "for full targets");
+  if (!left.empty()) out += "; left " + left;
+  return out;
+}
+
+// Polls the queue's redrive until it is no longer running; on a terminal, one line shows how
+// far it got.
+wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std::string& queue) {
+  const bool tty = isatty(STDOUT_FILENO);
+  while (true) {
+    auto tasks = client.RedriveStatus(queue);
+    if (!tasks.ok()) return tasks.status();
+    if (tasks->empty()) {
+      return wharf::Status(wharf::StatusCode::kPreconditionFailed,
+                           "queue '" + queue + "' has no redrive");
+    }
+    const wharf::RedriveInfo& r = tasks->front();
+    if (r.state != wharf::RedriveInfo::State::kRunning) {
+      if (tty) std::printf("\r\033[K");
+      return r;
+    }
+    if (tty) {
+      uint64_t done =
+          r.moved + r.skipped_not_matching + r.skipped_no_target + r.skipped_target_full;
+      uint64_t all = done + r.remaining;
+      int width = 30;
+      int filled = all == 0 ? width : static_cast<int>(width * done / all);
+      std::printf("\r\033[K[%s%s] %llu/%llu  %.0f msg/s", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
+                  static_cast<unsigned long long>(all), r.rate_per_second);
+      std::fflush(stdout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 250 : 100));
+  }
+}
+
+int Redrive(wharf::Client& client, const Args& args) {
+  const auto& p = args.positional;
+  const bool json = args.flags.count("--json") > 0;
+  if (p.empty()) return Usage("redrive needs DLQ, 'status [DLQ]' or 'cancel DLQ'");
+  if (p[0] == "status" && p.size() <= 2) {
+    auto tasks = client.RedriveStatus(p.size() == 2 ? p[1] : "");
+    if (!tasks.ok()) return Refused(tasks.status());
+    if (json) {
+      std::string out = "[";
+      for (size_t i = 0; i < tasks->size(); ++i)
+        out += (i ? ",\n " : "") + RedriveJson((*tasks)[i]);
+      std::puts((out + "]").c_str());
+      return 0;
+    }
+    if (tasks->empty()) {
+      std::puts(p.size() == 2 ? ("queue '" + p[1] + "' has had no redrive").c_str()
+                              : "no redrives");
+      return 0;
+    }
+    std::printf("%-24s %-10s %10s %10s %8s  %-24s %s\n", "QUEUE", "STATE", "MOVED", "REMAINING",
+                "MSG/S", "STARTED (UTC)", "DETAIL");
+    for (const auto& r : *tasks) {
+      std::string state(wharf::RedriveStateName(r.state));
+      if (r.spec.dry_run) state += "*";
+      std::printf("%-24s %-10s %10llu %10llu %8.0f  %-24s %s\n", r.spec.queue.c_str(),
+                  state.c_str(), static_cast<unsigned long long>(r.moved),
+                  static_cast<unsigned long long>(r.remaining), r.rate_per_second,
+                  FormatTime(r.started_at_ms).c_str(), RedriveSummary(r).c_str());
+    }
+    return 0;
+  }
+  if (p[0] == "cancel" && p.size() == 2) {
+    auto task = client.CancelRedrive(p[1]);
+    if (!task.ok()) return Refused(task.status());
+    if (json) {
+      std::puts(RedriveJson(*task).c_str());
+    } else {
+      std::printf("redrive of '%s' cancelled: %s\n", p[1].c_str(), RedriveSummary(*task).c_str());
+    }
+    return 0;
+  }
+  size_t at = p[0] == "start" ? 1 : 0;
+  if (p.size() != at + 1) return Usage("redrive needs one DLQ");
+  wharf::RedriveSpec spec;
+  spec.queue = p[at];
+  if (args.options.count("--to")) spec.to = args.options.at("--to");
+  if (args.options.count("--reason")) spec.reason = args.options.at("--reason");
+  if (args.options.count("--limit")) spec.limit = std::stoull(args.options.at("--limit"));
+  if (args.options.count("--rate")) {
+    spec.rate = static_cast<uint32_t>(std::stoul(args.options.at("--rate")));
+    if (spec.rate == 0) return Usage("--rate needs a number of messages per second above 0");
+  }
+  spec.dry_run = args.flags.count("--dry-run") > 0;
+  auto started = client.StartRedrive(spec);
+  if (!started.ok()) return Refused(started.status());
+  if (!spec.dry_run && !args.flags.count("--follow")) {
+    if (json) {
+      std::puts(RedriveJson(*started).c_str());
+    } else {
+      std::printf(
+          "redrive of '%s' started: %llu ready, to %s, at most %u per second\n"
+          "follow it with: wharfctl redrive status %s\n",
+          spec.queue.c_str(), static_cast<unsigned long long>(started->total),
+          spec.to.empty() ? "the queue each message died in" : ("'" + spec.to + "'").c_str(),
+          started->spec.rate, spec.queue.c_str());
+    }
+    return 0;
+  }
+  auto done = FollowRedrive(client, spec.queue);
+  if (!done.ok()) return Refused(done.status());
+  if (json) {
+    std::puts(RedriveJson(*done).c_str());
+  } else {
+    std::printf("redrive of '%s'%s %s: %s\n", spec.queue.c_str(), spec.dry_run ? " (dry run)" : "",
+                std::string(wharf::RedriveStateName(done->state)).c_str(),
+                RedriveSummary(*done).c_str());
+  }
+  return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
 }
 
 int ListQueues(wharf::Client& client, const Args& args) {
@@ -588,6 +759,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   }
   if (command == "publish") return Publish(client, args);
   if (command == "delayed") return Delayed(client, args);
+  if (command == "redrive") return Redrive(client, args);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");
 }

@@ -237,6 +237,58 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
   return info;
 }
 
+void ToWire(const RedriveInfo& info, wire::RedriveTask* out) {
+  auto* spec = out->mutable_spec();
+  spec->set_queue(info.spec.queue);
+  spec->set_to(info.spec.to);
+  spec->set_reason(info.spec.reason);
+  spec->set_limit(info.spec.limit);
+  spec->set_rate(info.spec.rate);
+  spec->set_dry_run(info.spec.dry_run);
+  out->set_state(static_cast<wire::RedriveTask::State>(info.state));
+  out->set_detail(info.detail);
+  out->set_started_at_ms(info.started_at_ms);
+  out->set_finished_at_ms(info.finished_at_ms);
+  out->set_total(info.total);
+  out->set_moved(info.moved);
+  out->set_remaining(info.remaining);
+  out->set_skipped_not_matching(info.skipped_not_matching);
+  out->set_skipped_no_target(info.skipped_no_target);
+  out->set_skipped_target_full(info.skipped_target_full);
+  out->set_rate_per_second(info.rate_per_second);
+  for (const RedriveTargetCount& target : info.targets) {
+    auto* t = out->add_targets();
+    t->set_queue(target.queue);
+    t->set_messages(target.messages);
+  }
+}
+
+RedriveInfo FromWire(const wire::RedriveTask& in) {
+  RedriveInfo info;
+  info.spec.queue = in.spec().queue();
+  info.spec.to = in.spec().to();
+  info.spec.reason = in.spec().reason();
+  info.spec.limit = in.spec().limit();
+  info.spec.rate = in.spec().rate();
+  info.spec.dry_run = in.spec().dry_run();
+  // An unknown state (a newer broker) reads as running: the task is not known to be over.
+  info.state = in.state() >= wire::RedriveTask::FINISHED && in.state() <= wire::RedriveTask::FAILED
+                   ? static_cast<RedriveInfo::State>(in.state())
+                   : RedriveInfo::State::kRunning;
+  info.detail = in.detail();
+  info.started_at_ms = in.started_at_ms();
+  info.finished_at_ms = in.finished_at_ms();
+  info.total = in.total();
+  info.moved = in.moved();
+  info.remaining = in.remaining();
+  info.skipped_not_matching = in.skipped_not_matching();
+  info.skipped_no_target = in.skipped_no_target();
+  info.skipped_target_full = in.skipped_target_full();
+  info.rate_per_second = in.rate_per_second();
+  for (const auto& t : in.targets()) info.targets.push_back({t.queue(), t.messages()});
+  return info;
+}
+
 wire::Frame ErrorFrame(uint64_t request_id, const Status& status) {
   wire::Frame frame;
   frame.set_request_id(request_id);

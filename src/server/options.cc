@@ -108,9 +108,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("scheduler")) {
     const toml::value& scheduler = root.at("scheduler");
-    WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "scheduler", scheduler,
-                  {"release_per_second", "ram_messages", "ram_bytes", "max_delay_ms"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(
+        path, "scheduler", scheduler,
+        {"release_per_second", "ram_messages", "ram_bytes", "max_delay_ms", "redrive_rate"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, scheduler, "release_per_second", 1, 10'000'000,
                                             &options->release_per_second));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, scheduler, "ram_messages", 16, 100'000'000,
@@ -119,6 +119,8 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &options->delay_ram_bytes));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint64_t>(path, scheduler, "max_delay_ms", 0, INT64_MAX, &options->max_delay_ms));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, scheduler, "redrive_rate", 1, 1'000'000, &options->redrive_rate));
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");

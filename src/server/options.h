@@ -35,6 +35,7 @@ struct ServerOptions {
   uint64_t page_max_bytes = 32u << 20;           // body bytes per durable queue in RAM
   // [scheduler]: delayed messages (docs/scheduler.md).
   uint32_t release_per_second = 100'000;  // most delayed messages that fall due per second
+  uint32_t redrive_rate = 1'000;          // messages per second of a redrive that names no rate
   uint64_t delay_ram_messages = 10'000;   // per durable queue: the nearest kept in RAM
   uint64_t delay_ram_bytes = 8u << 20;
   uint64_t max_delay_ms = 0;  // longer delays are refused; 0 = no limit

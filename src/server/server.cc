@@ -52,6 +52,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   broker_options.delay_limits.max_messages = options.delay_ram_messages;
   broker_options.delay_limits.max_bytes = options.delay_ram_bytes;
   broker_options.max_delay_ms = options.max_delay_ms;
+  broker_options.redrive_rate = options.redrive_rate;
   server->broker_ =
       std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
   WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));

@@ -209,6 +209,9 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kListDelayed:
     case wire::Frame::kCancelDelayed:
     case wire::Frame::kExtendLease:
+    case wire::Frame::kStartRedrive:
+    case wire::Frame::kCancelRedrive:
+    case wire::Frame::kRedriveStatus:
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
@@ -554,6 +557,27 @@ void Session::HandleRequest(Request& request) {
       if (!s.ok()) ReplyStatus(rid, s);
       return;
     }
+    case wire::Frame::kStartRedrive: {
+      const auto& start = frame.start_redrive();
+      RedriveSpec spec{start.queue(), start.to(),   start.reason(),
+                       start.limit(), start.rate(), start.dry_run()};
+      // The answer comes through RedriveDone.
+      Status s = broker.StartRedrive(id_, rid, std::move(spec));
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kCancelRedrive: {
+      Status s = broker.CancelRedrive(id_, rid, frame.cancel_redrive().queue());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kRedriveStatus: {
+      auto tasks = broker.RedriveStatus(id_, frame.redrive_status().queue());
+      if (!tasks.ok()) return ReplyStatus(rid, tasks.status());
+      auto* ok = reply.mutable_redrive_status_ok();
+      for (const RedriveInfo& info : *tasks) protocol::ToWire(info, ok->add_tasks());
+      return Reply(rid, std::move(reply));
+    }
     case wire::Frame::kSubscribe: {
       const auto& sub = frame.subscribe();
       auto tag = broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(),
@@ -758,6 +782,13 @@ void Session::ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& re
   ok->set_more(result->more);
   ok->set_next_after_deliver_at_ms(result->next_after_deliver_at_ms);
   ok->set_next_after_message_id(result->next_after_message_id);
+  Reply(request_id, std::move(reply));
+}
+
+void Session::RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  protocol::ToWire(*result, reply.mutable_redrive_ok()->mutable_task());
   Reply(request_id, std::move(reply));
 }
 

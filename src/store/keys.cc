@@ -95,6 +95,12 @@ std::string DeliveredKey(uint64_t queue_id) {
   return key;
 }
 
+std::string RedriveKey(uint64_t queue_id) {
+  std::string key(1, kRedrivePrefix);
+  AppendBigEndian64(&key, queue_id);
+  return key;
+}
+
 std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
   if (value.size() < 13) return std::nullopt;
   return EntryValue{ReadLittleEndian64(value), ReadLittleEndian32(value.substr(8)),

@@ -1,10 +1,10 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v2: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v4: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "1"
+//     "F"                                 -> decimal storage format version, "4"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
@@ -13,6 +13,7 @@
 //     "u" user-name                       -> UserRecord           (users made with PutUser)
 //     "d" fixed64be(queue-id)             -> fixed64le seq: every message up to it was delivered
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
+//     "t" fixed64be(queue-id)             -> RedriveRecord        (the queue's last redrive)
 //   column family "messages"  (messages in two or more queues: written once, deleted once)
 //     fixed64be(message-id)               -> MessageRecord
 //   column family "entries"   (one per message per queue: the queues themselves)
@@ -59,8 +60,9 @@ namespace wharf::store {
 // History: 1 - first release of the layout. 2 - adds inline entries (kEntryInline) and the
 // "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only. 3 - adds the
 // "delayed" column family and kEntryAttempts; 1 and 2 are upgraded by rewriting "F" (the
-// family starts empty, no older entry has the flag).
-inline constexpr int kFormatVersion = 3;
+// family starts empty, no older entry has the flag). 4 - adds redrive records ("t"); 1-3 are
+// upgraded by rewriting "F".
+inline constexpr int kFormatVersion = 4;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -77,6 +79,7 @@ inline constexpr char kBindingPrefix = 'b';
 inline constexpr char kRefsPrefix = 'r';
 inline constexpr char kUserPrefix = 'u';
 inline constexpr char kDeliveredPrefix = 'd';
+inline constexpr char kRedrivePrefix = 't';
 
 struct EntryValue {
   uint64_t message_id = 0;
@@ -110,6 +113,7 @@ std::string_view EntryAttemptsBytes(std::string_view value);
 // An inline entry's MessageRecord: what follows the header and the attempts.
 std::string_view EntryRecordBytes(std::string_view value);
 std::string DeliveredKey(uint64_t queue_id);
+std::string RedriveKey(uint64_t queue_id);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);
 struct DelayedKeyParts {

@@ -64,6 +64,17 @@ struct StoredUser {
   bool admin = false;
 };
 
+// A redrive task of a dead-letter queue (docs/lifecycle.md, "Redrive"): what it was asked,
+// what it did, and where it is. One per queue: the last one started.
+struct StoredRedrive {
+  uint64_t queue_id = 0;  // the dead-letter queue
+  RedriveInfo info;       // rate_per_second and remaining are not stored
+  // The walk: entries below cursor_seq were looked at; it stops at end_seq (the queue's next
+  // sequence number when it started, so messages dead-lettered meanwhile are not taken).
+  uint64_t cursor_seq = 0;
+  uint64_t end_seq = 0;
+};
+
 // A group of changes applied atomically and in order.
 class StoreBatch {
  public:
@@ -93,7 +104,8 @@ class StoreBatch {
     uint64_t queue_id;
   };
   struct RemoveQueue {
-    std::string name;  // and every binding to it, every entry and the bodies they held
+    std::string name;  // and every binding to it, every entry and the bodies they held, its
+                       // timeline and its redrive
     uint64_t queue_id;
   };
   struct PutBinding {
@@ -139,10 +151,15 @@ class StoreBatch {
   struct RemoveAllDelayed {
     uint64_t queue_id;
   };
-  using Op =
-      std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange, RemoveExchange,
-                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
-                   MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry, RemoveAllDelayed>;
+  // Writes a redrive's state; put in the same batch as the moves it counts, so that after a
+  // crash it resumes exactly where its last committed move left it. RemoveQueue removes it.
+  struct PutRedrive {
+    StoredRedrive redrive;
+  };
+  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
+                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
+                          RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
+                          RemoveAllDelayed, PutRedrive>;
 
   template <typename T>
   void Add(T op) {
@@ -176,6 +193,7 @@ struct RecoveredState {
   std::vector<StoredQueue> queues;
   std::vector<BindingSpec> bindings;
   std::vector<StoredUser> users;
+  std::vector<StoredRedrive> redrives;  // of existing queues
   uint64_t next_queue_id = 1;
   uint64_t max_message_id = 0;
   // Entries of queues that no longer exist (a deletion the crash interrupted): remove them.

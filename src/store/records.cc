@@ -231,4 +231,61 @@ bool ReadAttempts(std::string_view bytes, LoadedMessage* out) {
   return true;
 }
 
+pb::RedriveRecord ToRecord(const StoredRedrive& redrive) {
+  const RedriveInfo& info = redrive.info;
+  pb::RedriveRecord record;
+  record.set_queue(info.spec.queue);
+  record.set_to(info.spec.to);
+  record.set_reason(info.spec.reason);
+  record.set_limit(info.spec.limit);
+  record.set_rate(info.spec.rate);
+  record.set_state(static_cast<pb::RedriveRecord::State>(info.state));
+  record.set_detail(info.detail);
+  record.set_started_at_ms(info.started_at_ms);
+  record.set_finished_at_ms(info.finished_at_ms);
+  record.set_total(info.total);
+  record.set_moved(info.moved);
+  record.set_skipped_not_matching(info.skipped_not_matching);
+  record.set_skipped_no_target(info.skipped_no_target);
+  record.set_skipped_target_full(info.skipped_target_full);
+  for (const RedriveTargetCount& target : info.targets) {
+    auto* out = record.add_targets();
+    out->set_queue(target.queue);
+    out->set_messages(target.messages);
+  }
+  record.set_cursor_seq(redrive.cursor_seq);
+  record.set_end_seq(redrive.end_seq);
+  return record;
+}
+
+Result<StoredRedrive> FromRecord(const pb::RedriveRecord& record) {
+  if (record.state() < pb::RedriveRecord::RUNNING || record.state() > pb::RedriveRecord::FAILED) {
+    return Status(StatusCode::kStoreUnavailable, "redrive record of queue '" + record.queue() +
+                                                     "' has an unknown state " +
+                                                     std::to_string(record.state()));
+  }
+  StoredRedrive redrive;
+  RedriveInfo& info = redrive.info;
+  info.spec.queue = record.queue();
+  info.spec.to = record.to();
+  info.spec.reason = record.reason();
+  info.spec.limit = record.limit();
+  info.spec.rate = record.rate();
+  info.state = static_cast<RedriveInfo::State>(record.state());
+  info.detail = record.detail();
+  info.started_at_ms = record.started_at_ms();
+  info.finished_at_ms = record.finished_at_ms();
+  info.total = record.total();
+  info.moved = record.moved();
+  info.skipped_not_matching = record.skipped_not_matching();
+  info.skipped_no_target = record.skipped_no_target();
+  info.skipped_target_full = record.skipped_target_full();
+  for (const auto& target : record.targets()) {
+    info.targets.push_back(RedriveTargetCount{target.queue(), target.messages()});
+  }
+  redrive.cursor_seq = record.cursor_seq();
+  redrive.end_seq = record.end_seq();
+  return redrive;
+}
+
 }  // namespace wharf::store

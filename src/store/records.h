@@ -36,6 +36,10 @@ Result<QueueSpec> FromRecord(const pb::QueueRecord& record);
 pb::BindingRecord ToRecord(const BindingSpec& binding);
 Result<BindingSpec> FromRecord(const pb::BindingRecord& record);
 
+pb::RedriveRecord ToRecord(const StoredRedrive& redrive);
+// queue_id is not in the record (it is in the key).
+Result<StoredRedrive> FromRecord(const pb::RedriveRecord& record);
+
 // The key of a binding: its record's bytes (deterministic: headers are sorted, no maps).
 std::string BindingKey(const BindingSpec& binding);
 

@@ -236,10 +236,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
                  kFormatVersion);
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
-  } else if (value == "1" || value == "2") {
-    // Formats 2 and 3 only add to format 1 (inline entries, delivery marks; the "delayed"
-    // family): everything older reads as it is. Mark the directory as the current format before
-    // writing anything of it, so that an older build refuses it instead of misreading it.
+  } else if (value == "1" || value == "2" || value == "3") {
+    // Formats 2 to 4 only add to format 1 (inline entries, delivery marks; the "delayed"
+    // family; redrive records): everything older reads as it is. Mark the directory as the current
+    // format before writing anything of it, so that an older build refuses it instead of misreading
+    // it.
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
@@ -263,6 +264,7 @@ Result<RecoveredState> RocksDbStore::Recover() {
   // Topology.
   std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
   std::unordered_map<uint64_t, uint64_t> delivered;  // queue id -> delivered through
+  std::vector<StoredRedrive> redrives;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice key = it->key();
@@ -316,6 +318,17 @@ Result<RecoveredState> RocksDbStore::Recover() {
         state.users.push_back(StoredUser{record.name(), record.password_hash(), record.admin()});
         break;
       }
+      case kRedrivePrefix: {
+        pb::RedriveRecord record;
+        if (key.size() != 9 ||
+            !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt redrive record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto redrive, FromRecord(record));
+        redrive.queue_id = ReadBigEndian64(std::string_view(key.data() + 1, 8));
+        redrives.push_back(std::move(redrive));
+        break;
+      }
       default:
         break;
     }
@@ -325,6 +338,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
     if (auto d = delivered.find(queue.queue_id); d != delivered.end()) {
       queue.delivered_through = d->second;
     }
+  }
+  for (auto& redrive : redrives) {
+    // A queue's removal removes its redrive in the same batch: one without its queue is
+    // not expected, and not worth failing the start for.
+    if (queue_index.contains(redrive.queue_id)) state.redrives.push_back(std::move(redrive));
   }
 
   // Queues: the first and last entry of each; no walk over the entries, so start-up takes
@@ -702,6 +720,9 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
                 wb);
             if (status.ok()) status = RemoveEntries(o.queue_id, 0, UINT64_MAX, wb);
             if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
+            wb->Delete(meta_, RedriveKey(o.queue_id));
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
+            wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
             group_max_id_ = std::max(group_max_id_, o.entry.message_id);
             status = PutTimelineEntry(o.entry, o.due_ms, wb);

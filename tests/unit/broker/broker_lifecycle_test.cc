@@ -20,12 +20,7 @@ class BrokerLifecycleTest : public BrokerStoreTest, public ::testing::WithParamI
  protected:
   bool durable() const { return GetParam(); }
   void DeclareWith(const std::string& name, Headers arguments) {
-    QueueSpec spec;
-    spec.name = name;
-    spec.durable = durable();
-    spec.arguments = std::move(arguments);
-    auto declared = broker_->DeclareQueue(kS1, spec);
-    ASSERT_TRUE(declared.ok()) << declared.status().ToString();
+    DeclareQueue(name, durable(), std::move(arguments));
   }
   Delivery TakeOne(const std::string& queue, uint32_t lease_ms = 0) {
     EXPECT_TRUE(broker_->Receive(kS1, 77, queue, 1, 0, lease_ms).ok());

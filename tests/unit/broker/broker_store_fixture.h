@@ -73,11 +73,13 @@ class BrokerStoreTest : public ::testing::Test {
     }));
   }
 
-  void DeclareQueue(const std::string& name, bool durable = true) {
+  void DeclareQueue(const std::string& name, bool durable = true, Headers arguments = {}) {
     QueueSpec spec;
     spec.name = name;
     spec.durable = durable;
-    ASSERT_TRUE(broker_->DeclareQueue(kS1, spec).ok());
+    spec.arguments = std::move(arguments);
+    auto declared = broker_->DeclareQueue(kS1, spec);
+    ASSERT_TRUE(declared.ok()) << declared.status().ToString();
   }
 
   Result<PublishOutcome> Publish(const std::string& exchange, const std::string& key,

@@ -40,6 +40,9 @@ class RecordingPeer : public SessionPeer {
   void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) override {
     listings.emplace_back(request_id, result);
   }
+  void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) override {
+    redrives.emplace_back(request_id, result);
+  }
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override {
     cancellations.push_back(Cancellation{consumer_tag, std::string(reason)});
   }
@@ -58,6 +61,7 @@ class RecordingPeer : public SessionPeer {
   std::vector<Confirm> confirms;
   std::vector<std::pair<uint64_t, Result<bool>>> cancels;          // CancelDelayedDone
   std::vector<std::pair<uint64_t, Result<DelayedPage>>> listings;  // ListDelayedDone
+  std::vector<std::pair<uint64_t, Result<RedriveInfo>>> redrives;  // RedriveDone
   int flushes = 0;
   bool writable = true;  // set false to simulate a connection behind on writing
 };

@@ -572,13 +572,64 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;
   };
-  set_format("1");
+  for (const char* version : {"1", "3"}) {
+    set_format(version);
+    Open();
+    auto loaded = LoadAll(1);
+    ASSERT_EQ(loaded.size(), 1u);
+    EXPECT_EQ(loaded[0].envelope->message.body, "from format 1");
+    store_.reset();
+    set_format(nullptr);  // now marked with the current format
+  }
+}
+
+TEST_F(RocksDbStoreTest, RedrivesAreKeptUntilTheirQueueIsRemoved) {
   Open();
-  auto loaded = LoadAll(1);
-  ASSERT_EQ(loaded.size(), 1u);
-  EXPECT_EQ(loaded[0].envelope->message.body, "from format 1");
-  store_.reset();
-  set_format(nullptr);  // now marked with the current format
+  StoredRedrive redrive;
+  redrive.queue_id = 2;
+  redrive.info.spec = RedriveSpec{"dlq", "orders", "rejected", 50, 250, false};
+  redrive.info.state = RedriveInfo::State::kRunning;
+  redrive.info.started_at_ms = 1'700'000'000'000;
+  redrive.info.total = 90;
+  redrive.info.moved = 7;
+  redrive.info.skipped_not_matching = 3;
+  redrive.info.skipped_no_target = 2;
+  redrive.info.skipped_target_full = 1;
+  redrive.info.targets = {{"orders", 7}};
+  redrive.cursor_seq = 14;
+  redrive.end_seq = 91;
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("orders"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("dlq"), 2});
+  batch.Add(StoreBatch::PutRedrive{redrive});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  ASSERT_EQ(state_.redrives.size(), 1u);
+  const StoredRedrive& got = state_.redrives[0];
+  EXPECT_EQ(got.queue_id, 2u);
+  EXPECT_EQ(got.info.spec.queue, "dlq");
+  EXPECT_EQ(got.info.spec.to, "orders");
+  EXPECT_EQ(got.info.spec.reason, "rejected");
+  EXPECT_EQ(got.info.spec.limit, 50u);
+  EXPECT_EQ(got.info.spec.rate, 250u);
+  EXPECT_EQ(got.info.state, RedriveInfo::State::kRunning);
+  EXPECT_EQ(got.info.started_at_ms, 1'700'000'000'000);
+  EXPECT_EQ(got.info.total, 90u);
+  EXPECT_EQ(got.info.moved, 7u);
+  EXPECT_EQ(got.info.skipped_not_matching, 3u);
+  EXPECT_EQ(got.info.skipped_no_target, 2u);
+  EXPECT_EQ(got.info.skipped_target_full, 1u);
+  ASSERT_EQ(got.info.targets.size(), 1u);
+  EXPECT_EQ(got.info.targets[0].queue, "orders");
+  EXPECT_EQ(got.info.targets[0].messages, 7u);
+  EXPECT_EQ(got.cursor_seq, 14u);
+  EXPECT_EQ(got.end_seq, 91u);
+
+  batch = StoreBatch();
+  batch.Add(StoreBatch::RemoveQueue{"dlq", 2});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  EXPECT_TRUE(state_.redrives.empty());
 }
 
 // A format-2 directory has no "delayed" column family: it is created, and the format raised.

@@ -1,0 +1,170 @@
+// Redrive through the real wharfd, client and wharfctl (docs/lifecycle.md, "Redrive"): a
+// dead-letter queue is moved back within a rate; kill -9 in the middle, and after the restart
+// the task resumes and every message is live exactly once.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_server.h"
+
+namespace wharf {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::string Ctl(const testing::TestServer& server, const std::string& args, int* code) {
+  return testing::RunCommand(
+      std::string(WHARFCTL_PATH) + " --server " + server.address() + " " + args + " 2>&1", code);
+}
+
+// Declares `dlq` and `source` (dead-lettering into it) and rejects `count` persistent
+// messages "m0".. from `source` into `dlq`.
+void FillDeadLetterQueue(Client& client, const std::string& source, const std::string& dlq,
+                         int count) {
+  QueueSpec d;
+  d.name = dlq;
+  d.durable = true;
+  ASSERT_TRUE(client.DeclareQueue(d).ok());
+  QueueSpec s;
+  s.name = source;
+  s.durable = true;
+  s.arguments["x-dead-letter-queue"] = dlq;
+  ASSERT_TRUE(client.DeclareQueue(s).ok());
+  std::vector<std::future<Result<PublishResult>>> confirms;
+  for (int i = 0; i < count; ++i) {
+    Message m;
+    m.body = "m" + std::to_string(i);
+    m.persistent = true;
+    confirms.push_back(client.PublishAsync("", source, m));
+  }
+  for (auto& c : confirms) ASSERT_TRUE(c.get().ok());
+  int rejected = 0;
+  while (rejected < count) {
+    auto got = client.Receive(source, 1'000, milliseconds(2'000));
+    ASSERT_TRUE(got.ok());
+    ASSERT_FALSE(got->empty());
+    for (const auto& d : *got) client.Reject(d.delivery_tag, /*requeue=*/false);
+    rejected += static_cast<int>(got->size());
+  }
+  ASSERT_TRUE(client.Ping().ok());
+}
+
+uint64_t Ready(Client& client, const std::string& queue) {
+  auto queues = client.ListQueues(queue);
+  if (!queues.ok()) return UINT64_MAX;
+  for (const auto& q : *queues) {
+    if (q.name == queue) return q.ready;
+  }
+  return UINT64_MAX;
+}
+
+TEST(Redrive, KillMinusNineInTheMiddleResumesAndEachMessageIsLiveOnce) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  const int kMessages = 3'000;
+  FillDeadLetterQueue(*client, "orders", "orders.dlq", kMessages);
+  ASSERT_EQ(Ready(*client, "orders.dlq"), static_cast<uint64_t>(kMessages));
+
+  int code = -1;
+  std::string out = Ctl(server, "redrive orders.dlq --rate 1000 --json", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"state\":\"running\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"rate\":1000"), std::string::npos) << out;
+  std::this_thread::sleep_for(milliseconds(1'200));
+  server.Kill();
+  ASSERT_TRUE(server.Restart());
+  client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  auto status = client->RedriveStatus("orders.dlq");
+  ASSERT_TRUE(status.ok());
+  ASSERT_EQ(status->size(), 1u);
+  const uint64_t moved_before = (*status)[0].moved;
+  EXPECT_GT(moved_before, 0u);
+  EXPECT_LT(moved_before, static_cast<uint64_t>(kMessages)) << "stopped in the middle";
+
+  // Followed to its end by wharfctl.
+  out = Ctl(server, "redrive status orders.dlq", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("orders.dlq"), std::string::npos) << out;
+  for (int i = 0; i < 200; ++i) {
+    status = client->RedriveStatus("orders.dlq");
+    ASSERT_TRUE(status.ok());
+    if ((*status)[0].state != RedriveInfo::State::kRunning) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_EQ((*status)[0].state, RedriveInfo::State::kFinished);
+  EXPECT_EQ((*status)[0].moved, static_cast<uint64_t>(kMessages));
+  out = Ctl(server, "redrive status --json", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"state\":\"finished\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"targets\":{\"orders\":3000}"), std::string::npos) << out;
+
+  server.Kill();
+  ASSERT_TRUE(server.Restart());
+  client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(Ready(*client, "orders.dlq"), 0u);
+  std::set<std::string> bodies;
+  size_t received = 0;
+  while (true) {
+    auto got = client->Receive("orders", 1'000, milliseconds(300));
+    ASSERT_TRUE(got.ok());
+    if (got->empty()) break;
+    for (const auto& d : *got) {
+      ++received;
+      bodies.insert(d.message.body);
+      EXPECT_EQ(d.message.deaths.size(), 1u);
+      client->Ack(d.delivery_tag);
+    }
+  }
+  EXPECT_EQ(received, static_cast<size_t>(kMessages)) << "each message once";
+  EXPECT_EQ(bodies.size(), static_cast<size_t>(kMessages));
+}
+
+TEST(Redrive, WharfctlDryRunCancelAndErrors) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  FillDeadLetterQueue(*client, "jobs", "jobs.dlq", 40);
+  int code = -1;
+  std::string out = Ctl(server, "redrive jobs.dlq --dry-run", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("would move 40 (jobs 40)"), std::string::npos) << out;
+  EXPECT_EQ(Ready(*client, "jobs.dlq"), 40u);
+
+  out = Ctl(server, "redrive jobs.dlq --rate 2", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("at most 2 per second"), std::string::npos) << out;
+  out = Ctl(server, "redrive jobs.dlq", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("already has a redrive running"), std::string::npos) << out;
+  out = Ctl(server, "redrive cancel jobs.dlq --json", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("\"state\":\"cancelled\""), std::string::npos) << out;
+  out = Ctl(server, "redrive cancel jobs.dlq", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("has no redrive running"), std::string::npos) << out;
+  out = Ctl(server, "redrive jobs.dlq --reason lost", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("not one of rejected, max_attempts, expired, max_length"), std::string::npos)
+      << out;
+  out = Ctl(server, "redrive nope", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("'nope' not found"), std::string::npos) << out;
+
+  // --follow shows it to the end; the broker stays up through all of it.
+  out = Ctl(server, "redrive jobs.dlq --reason rejected --limit 10 --follow", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("finished: moved 10 (jobs 10)"), std::string::npos) << out;
+  EXPECT_EQ(Ready(*client, "jobs.dlq") + Ready(*client, "jobs"), 40u);
+  EXPECT_TRUE(server.running());
+}
+
+}  // namespace
+}  // namespace wharf
