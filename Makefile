@@ -1,7 +1,8 @@
 # The two commands: `make run` and `make test`. Both install missing Debian packages first
 # (through sudo when not root), then build with CMake. See README.md.
 PKGS := cmake g++ make pkg-config libasio-dev libspdlog-dev libprotobuf-dev protobuf-compiler \
-        librocksdb-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libtoml11-dev librabbitmq-dev libjemalloc-dev
+        librocksdb-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libtoml11-dev librabbitmq-dev libjemalloc-dev \
+        libcpp-httplib-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JOBS ?= $(shell nproc)
 

@@ -670,7 +670,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   if (persistent && references > 0) {
     // Confirmed when the batch holding it is synced; one sync serves every publish in it.
     if (request_id != 0) {
-      pending_confirms_.push_back(PendingConfirm{session_id, request_id, outcome.result});
+      pending_confirms_.push_back(
+          PendingConfirm{session_id, request_id, outcome.result, clock_->Now()});
       batch_sync_ = true;
       outcome.deferred = true;
     }
@@ -844,6 +845,7 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
   delivery.lease_ms = lease_ms;
   ++queue->in_flight;
   ++queue->delivered_total;
+  if (message.receive_count > 1) ++queue->redelivered_total;
   if (consumer) ++consumer->unacked;
   SteadyTime deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
   leases_.Add(LeaseRef{session.id(), delivery.delivery_tag, deadline});

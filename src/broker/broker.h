@@ -45,6 +45,7 @@
 #include "broker/redrive_task.h"
 #include "broker/session_state.h"
 #include "common/clock.h"
+#include "common/histogram.h"
 #include "common/thread_checker.h"
 #include "store/message_store.h"
 #include "wharf/result.h"
@@ -73,6 +74,28 @@ struct BrokerOptions {
   uint32_t redrive_rate = 1'000;
 };
 
+struct QueueMetrics {
+  QueueInfo info;
+  bool dead_letter_queue = false;    // another queue names it as its x-dead-letter-queue
+  std::string dead_letter_target;    // its own x-dead-letter-queue (or exchange), "" = none
+  int64_t head_published_at_ms = 0;  // of the next ready message; 0 = none in RAM
+  uint64_t nacked_total = 0;
+  uint64_t redelivered_total = 0;
+  uint64_t dead_lettered_total = 0;
+  uint64_t expired_total = 0;
+  uint64_t lease_expired_total = 0;
+};
+
+struct BrokerMetrics {
+  std::vector<QueueMetrics> queues;
+  uint64_t connections = 0;
+  uint64_t consumers = 0;
+  uint64_t deliveries_in_flight = 0;
+  Histogram confirm_ms;
+  bool store_writable = true;
+  std::string store_error;  // when not writable
+};
+
 // When a published message becomes visible: after `delay_ms`, or at `deliver_at_ms` (Unix
 // ms). Both 0: at once. Setting both is refused.
 struct PublishTiming {
@@ -91,6 +114,7 @@ struct PublishOutcome {
 struct SettleOptions {
   uint64_t delay_ms = 0;   // kRequeueLater
   bool failed = false;     // counts as a failure (nack, reject, lease expiry)
+  bool nack = false;       // a nack or reject (not a lease expiry)
   std::string_view error;  // the failure's text
 };
 
@@ -192,6 +216,9 @@ class Broker {
   // NextDeadline(), then Flush().
   void OnTimer();
   std::optional<SteadyTime> NextDeadline() const;
+  // Figures for /metrics (server/metrics.h): every queue's depths and counters, the
+  // connections, and the confirm latency.
+  BrokerMetrics Metrics() const;
   // Commits and loads handed to the store and not yet completed (tests, shutdown).
   uint64_t store_requests_in_flight() const {
     return commits_in_flight_ + loads_in_flight_ + counts_in_flight_;
@@ -300,7 +327,9 @@ class Broker {
   void OnRedriveRead(const std::string& queue_name, uint64_t serial, uint64_t generation,
                      Result<std::vector<store::LoadedMessage>> loaded);
   // Answers a StartRedrive or CancelRedrive once the task's record is on disk.
-  void AnswerRedrive(uint64_t session_id, uint64_t request_id, const RedriveTask& task);
+  // `settled(written)` runs first, when the commit's outcome is known.
+  void AnswerRedrive(uint64_t session_id, uint64_t request_id, const RedriveTask& task,
+                     std::function<void(bool written)> settled);
   RedriveInfo RedriveView(const RedriveTask& task) const;
   std::optional<SteadyTime> NextRedriveDeadline() const;
   // Appends a message that moves into `target` (dead-lettered, redriven) at its tail, with a
@@ -312,6 +341,7 @@ class Broker {
     uint64_t session_id;
     uint64_t request_id;
     PublishResult result;
+    SteadyTime at;  // when it was published (confirm latency)
   };
   template <typename Op>
   void Persist(Op op) {
@@ -390,6 +420,7 @@ class Broker {
   // Each queue's last redrive, running or not, by queue name.
   std::map<std::string, RedriveTask, std::less<>> redrives_;
   uint64_t next_redrive_serial_ = 1;
+  Histogram confirm_ms_;  // publish to confirm of persistent messages
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -49,6 +49,7 @@ Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, N
   thread_checker_.Check();
   SettleOptions options;
   options.failed = true;
+  options.nack = true;
   options.error = Utf8Prefix(nack.error, kMaxLastErrorBytes);
   if (!nack.requeue) {
     if (nack.delay_ms > 0) {
@@ -152,6 +153,7 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
   --queue.in_flight;
   if (in_flight.consumer) --in_flight.consumer->unacked;
   QueuedMessage& message = in_flight.message;
+  if (options.nack) ++queue.nacked_total;
   if (options.failed) {
     auto failures = std::make_shared<Failures>();
     failures->count = (message.failures ? message.failures->count : 0) + 1;

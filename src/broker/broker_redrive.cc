@@ -60,6 +60,11 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
           StatusCode::kInvalidArgument,
           "queue " + Quote(spec.to) + " is exclusive to a connection, so it cannot take a redrive");
     }
+    if (queue->store_id() != 0 && target->store_id() == 0 && store_) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue " + Quote(spec.to) + " is not durable: persistent messages of " +
+                        Quote(spec.queue) + " would not survive a restart there");
+    }
   }
   if (auto it = redrives_.find(spec.queue); it != redrives_.end() && it->second.running()) {
     const RedriveInfo& running = it->second.info();
@@ -84,7 +89,18 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
                s.dry_run ? " (dry run)" : "", s.to.empty() ? "(where each died)" : s.to,
                s.reason.empty() ? "(any)" : s.reason, s.limit, s.rate, slot.info().total);
   if (slot.persisted()) Persist(store::StoreBatch::PutRedrive{slot.stored});
-  AnswerRedrive(session_id, request_id, slot);
+  // It moves nothing before its record is on disk; if that write fails, it never started.
+  slot.confirmed = !slot.persisted() || !store_;
+  AnswerRedrive(session_id, request_id, slot,
+                [this, serial = slot.serial, queue = slot.info().spec.queue](bool written) {
+                  auto it = redrives_.find(queue);
+                  if (it == redrives_.end() || it->second.serial != serial) return;
+                  if (written) {
+                    it->second.confirmed = true;
+                  } else {
+                    redrives_.erase(it);
+                  }
+                });
   return Status::Ok();
 }
 
@@ -101,7 +117,17 @@ Status Broker::CancelRedrive(uint64_t session_id, uint64_t request_id, const std
   std::string by = "cancelled";
   if (SessionState* session = FindSession(session_id)) by += " by user " + session->user();
   FinishRedrive(task, RedriveInfo::State::kCancelled, std::move(by));
-  AnswerRedrive(session_id, request_id, task);
+  AnswerRedrive(session_id, request_id, task, [this, serial = task.serial, queue](bool written) {
+    auto it = redrives_.find(queue);
+    if (written || it == redrives_.end() || it->second.serial != serial) return;
+    // Not cancelled on disk: not cancelled at all (a restart would resume it). It goes on;
+    // the client got the error and may cancel again.
+    RedriveInfo& info = it->second.info();
+    info.state = RedriveInfo::State::kRunning;
+    info.detail.clear();
+    info.finished_at_ms = 0;
+    it->second.next_step_at = clock_->Now();
+  });
   return Status::Ok();
 }
 
@@ -115,12 +141,18 @@ Result<std::vector<RedriveInfo>> Broker::RedriveStatus(uint64_t session_id,
     }
     return out;
   }
-  for (const auto& [name, task] : redrives_) out.push_back(RedriveView(task));
+  for (const auto& [name, task] : redrives_) {
+    // Not another connection's exclusive queue (named, it would be refused).
+    if (FindQueue(session_id, name).ok()) out.push_back(RedriveView(task));
+  }
   return out;
 }
 
-void Broker::AnswerRedrive(uint64_t session_id, uint64_t request_id, const RedriveTask& task) {
-  auto answer = [this, session_id, request_id, info = RedriveView(task)](const Status& status) {
+void Broker::AnswerRedrive(uint64_t session_id, uint64_t request_id, const RedriveTask& task,
+                           std::function<void(bool written)> settled) {
+  auto answer = [this, session_id, request_id, info = RedriveView(task),
+                 settled = std::move(settled)](const Status& status) {
+    settled(status.ok());
     SessionState* session = FindSession(session_id);
     if (!session) return;
     if (status.ok()) {
@@ -160,7 +192,7 @@ RedriveInfo Broker::RedriveView(const RedriveTask& task) const {
 std::optional<SteadyTime> Broker::NextRedriveDeadline() const {
   std::optional<SteadyTime> next;
   for (const auto& [name, task] : redrives_) {
-    if (!task.running() || task.reading) continue;
+    if (!task.running() || task.reading || !task.confirmed) continue;
     if (!next || task.next_step_at < *next) next = task.next_step_at;
   }
   return next;
@@ -170,7 +202,7 @@ void Broker::RunRedrives() {
   if (redrives_.empty()) return;
   const SteadyTime now = clock_->Now();
   for (auto& [name, task] : redrives_) {
-    if (!task.running() || task.reading || task.next_step_at > now) continue;
+    if (!task.running() || task.reading || !task.confirmed || task.next_step_at > now) continue;
     auto queue = task.queue.lock();
     if (!queue || queue->deleted) {  // not expected: DropQueue removes the task
       FinishRedrive(task, RedriveInfo::State::kFailed, "its queue is gone");
@@ -243,21 +275,30 @@ void Broker::RedriveStep(RedriveTask& task, Queue& queue) {
       task.read_ahead.pop_front();
       continue;
     }
-    QueuedMessage message{front.envelope, seq,         front.receive_count,
-                          true,           front.flags, front.first_received_at_ms,
-                          front.failures};
-    if (!RedriveOne(task, queue, message, /*paged=*/true)) break;
+    // Off the deque before it is looked at: reaching the limit finishes the task, which
+    // clears read_ahead.
+    store::LoadedMessage entry = std::move(front);
     task.read_ahead.pop_front();
+    QueuedMessage message{entry.envelope, seq,         entry.receive_count,
+                          true,           entry.flags, entry.first_received_at_ms,
+                          entry.failures};
+    if (!RedriveOne(task, queue, message, /*paged=*/true)) {
+      task.read_ahead.push_front(std::move(entry));  // no token: its turn comes next step
+      break;
+    }
   }
   if (task.running() && !task.reading) {
     if (!next) {
       double missing = std::max(0.0, StepTokens(rate) - task.tokens);
-      next = now + std::chrono::duration_cast<SteadyTime::duration>(
-                       std::chrono::duration<double>(missing / rate));
+      // Rounded up: a wait rounded down would wake to find the token not quite there.
+      next = now +
+             std::chrono::ceil<SteadyTime::duration>(std::chrono::duration<double>(missing / rate));
     }
     task.next_step_at = *next;
   }
-  task.samples.emplace_back(now, task.info().moved);
+  if (task.samples.empty() || task.samples.back().second != task.info().moved) {
+    task.samples.emplace_back(now, task.info().moved);
+  }
   while (task.samples.size() > 1 && now - task.samples.front().first > kRateWindow) {
     task.samples.pop_front();
   }
@@ -289,6 +330,10 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
     return skip(&info.skipped_no_target);
   }
   Queue& target = *it->second;
+  // A persistent message on disk would live in RAM only there: a crash would lose it.
+  if (message.stored && m.persistent && target.store_id() == 0 && store_) {
+    return skip(&info.skipped_no_target);
+  }
   if (target.policy().overflow != QueuePolicy::Overflow::kDropHead &&
       WouldOverflow(target, m.body.size())) {
     return skip(&info.skipped_target_full);

@@ -158,7 +158,11 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
     store_error_ = status;
     store_probe_at_ = clock_->Now() + options_.store_probe_interval;
   }
+  const SteadyTime now = clock_->Now();
   for (const PendingConfirm& confirm : confirms) {
+    if (status.ok()) {
+      confirm_ms_.Observe(std::chrono::duration<double, std::milli>(now - confirm.at).count());
+    }
     SessionState* session = FindSession(confirm.session_id);
     if (!session) continue;  // the publisher left; it never saw a confirm, so it may resend
     session->peer().PublishDone(confirm.request_id, confirm.result, status);

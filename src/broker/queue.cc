@@ -67,6 +67,7 @@ std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
   ram_bytes_ -= m.envelope->message.body.size();
   if (found == &ready_.front()) {
     ready_.pop_front();
+    TrimFront();
   } else {
     // Out of the middle of the deque: left as a tombstone (no envelope) that Pop skips.
     ++tombstones_;
@@ -75,8 +76,15 @@ std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
 }
 
 void Queue::TakePaged(uint64_t bytes) {
-  --paged_;
-  paged_bytes_ -= std::min(paged_bytes_, bytes);
+  if (paged_ > 0) --paged_;
+  paged_bytes_ = paged_ == 0 ? 0 : paged_bytes_ - std::min(paged_bytes_, bytes);
+}
+
+void Queue::TrimFront() {
+  while (!ready_.empty() && !ready_.front().envelope) {
+    ready_.pop_front();
+    --tombstones_;
+  }
 }
 
 void Queue::NoteExpiry(const QueuedMessage& m) {
@@ -124,6 +132,7 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
         continue;
       }
       ram_bytes_ -= next.envelope->message.body.size();
+      TrimFront();
     } else {
       return std::nullopt;
     }
@@ -199,6 +208,11 @@ void Queue::SetRecoveredCount(uint64_t count) {
   // the estimate by the count keeps the rest.
   paged_ = paged_ + count >= estimate_ ? paged_ + count - estimate_ : 0;
   estimate_ = 0;
+}
+
+int64_t Queue::HeadPublishedAt() const {
+  const QueuedMessage* head = NextReadyInRam(0);
+  return head ? head->envelope->message.published_at_ms : 0;
 }
 
 QueueInfo Queue::Info() const {

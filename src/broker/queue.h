@@ -110,7 +110,7 @@ class Queue {
   // True when the next message enqueued must go to the store only (see Paging above).
   bool ShouldPage(const PageLimits& limits) const {
     return store_id_ != 0 &&
-           (paged_ > 0 || ready_.size() >= limits.max_messages || ram_bytes_ >= limits.max_bytes);
+           (paged_ > 0 || live_in_ram() >= limits.max_messages || ram_bytes_ >= limits.max_bytes);
   }
   // Appends a message and returns its sequence number. With `page` it is counted, not kept:
   // the caller has written it to the store.
@@ -161,7 +161,9 @@ class Queue {
   uint64_t next_seq() const { return next_seq_; }
   // Paged messages exist and RAM is low enough to take a load of `batch` more.
   bool NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
-    return paged_ > 0 && !loading && ready_.size() < batch && ram_bytes_ < max_bytes;
+    // Live messages only: tombstones must not hold a load back (a queue whose RAM is all
+    // tombstones would never pop them, nor load).
+    return paged_ > 0 && !loading && live_in_ram() < batch && ram_bytes_ < max_bytes;
   }
   // Takes the result of a load: `kept` (the next paged messages, in order) go to RAM;
   // `consumed` paged entries were read (kept ones and dropped ones), the last being
@@ -203,6 +205,8 @@ class Queue {
   uint64_t published_total = 0;
   uint64_t delivered_total = 0;
   uint64_t acked_total = 0;
+  uint64_t nacked_total = 0;       // nacks and rejects
+  uint64_t redelivered_total = 0;  // deliveries with receive_count > 1
   uint64_t expired_total = 0;
   uint64_t lease_expired_total = 0;
   uint64_t dead_lettered_total = 0;  // moved to the dead-letter target, or dropped without one
@@ -213,9 +217,14 @@ class Queue {
   std::vector<BindingSpec>& bindings() { return bindings_; }
 
   QueueInfo Info() const;
+  // The Unix ms publish time of the next ready message to deliver; 0 when none is in RAM.
+  int64_t HeadPublishedAt() const;
 
  private:
   void NoteExpiry(const QueuedMessage& m);
+  uint64_t live_in_ram() const { return ready_.size() - tombstones_; }
+  // Drops tombstones at the front of ready_, so that they never pile up there.
+  void TrimFront();
 
   QueueSpec spec_;
   uint64_t owner_session_id_;

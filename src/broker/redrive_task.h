@@ -46,7 +46,9 @@ struct RedriveTask {
   // The rate's token bucket: one token per message moved.
   double tokens = 0;
   SteadyTime refilled_at{};
-  bool started = false;       // refilled_at is set
+  bool started = false;  // refilled_at is set
+  // Its start is on disk (or need not be): only then does it move anything.
+  bool confirmed = true;
   SteadyTime next_step_at{};  // when RunRedrives looks at it next (unless reading)
 
   // Paged messages read from the store, in sequence order, not yet looked at.

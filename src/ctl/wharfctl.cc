@@ -340,7 +340,8 @@ std::string RedriveSummary(const wharf::RedriveInfo& r) {
 // Polls the queue's redrive until it is no longer running; on a terminal, one line shows how
 // far it got.
 wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std::string& queue) {
-  const bool tty = isatty(STDOUT_FILENO);
+  // The progress line goes to stderr, so that stdout stays the result alone (--json).
+  const bool tty = isatty(STDERR_FILENO);
   while (true) {
     auto tasks = client.RedriveStatus(queue);
     if (!tasks.ok()) return tasks.status();
@@ -350,7 +351,7 @@ wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std
     }
     const wharf::RedriveInfo& r = tasks->front();
     if (r.state != wharf::RedriveInfo::State::kRunning) {
-      if (tty) std::printf("\r\033[K");
+      if (tty) std::fprintf(stderr, "\r\033[K");
       return r;
     }
     if (tty) {
@@ -359,10 +360,10 @@ wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std
       uint64_t all = done + r.remaining;
       int width = 30;
       int filled = all == 0 ? width : static_cast<int>(width * done / all);
-      std::printf("\r\033[K[%s%s] %llu/%llu  %.0f msg/s", std::string(filled, '#').c_str(),
-                  std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
-                  static_cast<unsigned long long>(all), r.rate_per_second);
-      std::fflush(stdout);
+      std::fprintf(stderr, "\r\033[K[%s%s] %llu/%llu  %.0f msg/s", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(all), r.rate_per_second);
+      std::fflush(stderr);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 250 : 100));
   }
@@ -399,7 +400,11 @@ int Redrive(wharf::Client& client, const Args& args) {
     }
     return 0;
   }
-  if (p[0] == "cancel" && p.size() == 2) {
+  if ((p[0] == "status" || p[0] == "cancel") && p.size() > 2) {
+    return Usage("redrive " + p[0] + " takes one DLQ");
+  }
+  if (p[0] == "cancel" && p.size() != 2) return Usage("redrive cancel needs DLQ");
+  if (p[0] == "cancel") {
     auto task = client.CancelRedrive(p[1]);
     if (!task.ok()) return Refused(task.status());
     if (json) {
@@ -415,10 +420,23 @@ int Redrive(wharf::Client& client, const Args& args) {
   spec.queue = p[at];
   if (args.options.count("--to")) spec.to = args.options.at("--to");
   if (args.options.count("--reason")) spec.reason = args.options.at("--reason");
-  if (args.options.count("--limit")) spec.limit = std::stoull(args.options.at("--limit"));
+  auto number = [&](const char* name, uint64_t max) -> std::optional<uint64_t> {
+    const std::string& text = args.options.at(name);
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    uint64_t v = std::stoull(text);
+    return v > max ? std::nullopt : std::optional<uint64_t>(v);
+  };
+  if (args.options.count("--limit")) {
+    auto limit = number("--limit", UINT64_MAX);
+    if (!limit) return Usage("--limit needs a number of messages");
+    spec.limit = *limit;
+  }
   if (args.options.count("--rate")) {
-    spec.rate = static_cast<uint32_t>(std::stoul(args.options.at("--rate")));
-    if (spec.rate == 0) return Usage("--rate needs a number of messages per second above 0");
+    auto rate = number("--rate", 1'000'000);
+    if (!rate || *rate == 0) return Usage("--rate needs messages per second, 1 to 1000000");
+    spec.rate = static_cast<uint32_t>(*rate);
   }
   spec.dry_run = args.flags.count("--dry-run") > 0;
   auto started = client.StartRedrive(spec);

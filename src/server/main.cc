@@ -22,7 +22,11 @@ constexpr const char* kUsage = R"(usage: wharfd [options]
   --listen HOST:PORT  address to listen on (default 127.0.0.1:5680; port 0 picks a free one)
   --data-dir DIR      where the broker keeps its data (default ./data)
   --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
-  --ready-file FILE   write "host:port" to FILE once listening
+  --metrics-listen HOST:PORT
+                      serve Prometheus /metrics and /healthz over HTTP there (off by default;
+                      port 0 picks a free one)
+  --ready-file FILE   write "host:port" to FILE once listening (and "metrics host:port" on a
+                      second line when metrics are on)
   --version           print the version and exit
   --help              print this help and exit
 
@@ -37,7 +41,7 @@ int Fail(const std::string& message, int code) {
 int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
-  std::string config_path, listen, data_dir, log_level, ready_file;
+  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string* out) {
@@ -62,6 +66,8 @@ int Run(int argc, char** argv) {
       ok = value(&log_level);
     } else if (arg == "--ready-file") {
       ok = value(&ready_file);
+    } else if (arg == "--metrics-listen") {
+      ok = value(&metrics_listen);
     } else {
       std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
       return 2;
@@ -78,6 +84,10 @@ int Run(int argc, char** argv) {
   }
   if (!listen.empty()) {
     wharf::Status s = wharf::server::ParseListenAddress(listen, &options);
+    if (!s.ok()) return Fail(s.ToString(), 2);
+  }
+  if (!metrics_listen.empty()) {
+    wharf::Status s = wharf::server::ParseMetricsAddress(metrics_listen, &options);
     if (!s.ok()) return Fail(s.ToString(), 2);
   }
   if (!data_dir.empty()) options.data_dir = data_dir;
@@ -115,6 +125,9 @@ int Run(int argc, char** argv) {
     {
       std::ofstream out(tmp, std::ios::trunc);
       out << options.listen_host << ":" << (*server)->port() << "\n";
+      if (options.metrics_enabled) {
+        out << "metrics " << options.metrics_host << ":" << (*server)->metrics_port() << "\n";
+      }
     }
     std::filesystem::rename(tmp, options.ready_file, ec);
     if (ec) return Fail("cannot write ready file: " + ec.message(), 1);

@@ -67,11 +67,18 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   if (root.contains("server")) {
     const toml::value& server = root.at("server");
     WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "server", server, {"listen", "data_dir", "log_level", "io_threads"}));
+        CheckKeys(path, "server", server,
+                  {"listen", "data_dir", "log_level", "io_threads", "metrics_listen"}));
     std::string listen;
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "listen", &listen));
     if (!listen.empty()) {
       Status s = ParseListenAddress(listen, options);
+      if (!s.ok()) return ConfigError(path, std::string(s.message()));
+    }
+    std::string metrics;
+    WHARF_RETURN_IF_ERROR(ReadString(path, server, "metrics_listen", &metrics));
+    if (!metrics.empty()) {
+      Status s = ParseMetricsAddress(metrics, options);
       if (!s.ok()) return ConfigError(path, std::string(s.message()));
     }
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "data_dir", &options->data_dir));
@@ -162,7 +169,7 @@ Status LoadConfigFile(const std::string& path, ServerOptions* options) {
   return Apply(path, root, options);
 }
 
-Status ParseListenAddress(const std::string& text, ServerOptions* options) {
+Status ParseHostPort(const std::string& text, std::string* host_out, uint16_t* port_out) {
   std::string host;
   std::string port;
   if (text.starts_with("[")) {
@@ -193,8 +200,18 @@ Status ParseListenAddress(const std::string& text, ServerOptions* options) {
     return Status(StatusCode::kInvalidConfig,
                   "listen address '" + text + "' must look like HOST:PORT with a port 0-65535");
   }
-  options->listen_host = host;
-  options->listen_port = static_cast<uint16_t>(value);
+  *host_out = host;
+  *port_out = static_cast<uint16_t>(value);
+  return Status::Ok();
+}
+
+Status ParseListenAddress(const std::string& text, ServerOptions* options) {
+  return ParseHostPort(text, &options->listen_host, &options->listen_port);
+}
+
+Status ParseMetricsAddress(const std::string& text, ServerOptions* options) {
+  WHARF_RETURN_IF_ERROR(ParseHostPort(text, &options->metrics_host, &options->metrics_port));
+  options->metrics_enabled = true;
   return Status::Ok();
 }
 

@@ -19,6 +19,10 @@ inline constexpr uint16_t kDefaultPort = 5680;
 struct ServerOptions {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = kDefaultPort;  // 0 = any free port (tests)
+  // The HTTP listener for /metrics and /healthz (server/metrics_server.h); off by default.
+  bool metrics_enabled = false;
+  std::string metrics_host = "127.0.0.1";
+  uint16_t metrics_port = 0;  // 0 = any free port
   std::string data_dir = "./data";
   std::string log_level = "info";
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
@@ -53,8 +57,12 @@ struct ServerOptions {
 // Reads a TOML config file over `options`. kInvalidConfig names the file, key and problem.
 Status LoadConfigFile(const std::string& path, ServerOptions* options);
 
-// Parses "host:port" (IPv6 as "[::1]:5680") into the listen fields. kInvalidConfig on error.
+// Parses "host:port" (IPv6 as "[::1]:5680"). kInvalidConfig on error.
+Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
+// Into the listen fields.
 Status ParseListenAddress(const std::string& text, ServerOptions* options);
+// Into the metrics fields, and turns the metrics listener on.
+Status ParseMetricsAddress(const std::string& text, ServerOptions* options);
 
 // Checks values that are bad whatever their source (a zero limit, an unknown log level).
 Status ValidateOptions(const ServerOptions& options);

@@ -5,6 +5,7 @@
 
 #include <future>
 
+#include "server/metrics.h"
 #include "server/session.h"
 
 namespace wharf::server {
@@ -95,7 +96,57 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   asio::post(*server->broker_context_, [raw] { raw->AfterBrokerWork(); });
   spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
                server->port_, io_threads);
+  if (options.metrics_enabled) {
+    auto metrics = MetricsServer::Start(
+        options.metrics_host, options.metrics_port, [raw] { return raw->CollectMetrics(); },
+        [raw] { return raw->HealthProblem(); });
+    if (!metrics.ok()) {
+      server->Stop();
+      return metrics.status();
+    }
+    server->metrics_ = std::move(*metrics);
+    spdlog::info("metrics on http://{}:{}/metrics and /healthz", options.metrics_host,
+                 server->metrics_->port());
+  }
   return server;
+}
+
+template <typename T>
+std::optional<T> Server::AskBroker(std::function<T()> fn, std::chrono::milliseconds timeout) {
+  auto promise = std::make_shared<std::promise<T>>();
+  auto future = promise->get_future();
+  asio::post(*broker_context_, [promise, fn = std::move(fn)] { promise->set_value(fn()); });
+  if (future.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+  try {
+    return future.get();
+  } catch (const std::future_error&) {  // the broker context went away with it
+    return std::nullopt;
+  }
+}
+
+std::optional<std::string> Server::CollectMetrics() {
+  // Copied on the broker thread, formatted here.
+  auto metrics = AskBroker<broker::BrokerMetrics>([this] { return broker_->Metrics(); },
+                                                  std::chrono::seconds(2));
+  if (!metrics) return std::nullopt;
+  store::StoreCounters counters = store_->counters();
+  return RenderMetrics(*metrics, &counters, clock_.WallMillis());
+}
+
+std::string Server::HealthProblem() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return "shutting down";
+  }
+  auto problem = AskBroker<std::string>(
+      [this] {
+        auto m = broker_->Metrics();
+        return m.store_writable ? std::string()
+                                : "the message store cannot write: " + m.store_error;
+      },
+      std::chrono::seconds(1));
+  if (!problem) return "the broker thread did not answer within 1 s";
+  return *problem;
 }
 
 Status Server::Listen() {
@@ -190,6 +241,10 @@ void Server::Stop() {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     stopping_ = true;
+  }
+  if (metrics_) metrics_->Stop();  // its handlers ask the broker thread
+  {
+    std::lock_guard lock(mu_);
     if (threads_.empty()) return;  // Start() failed before any thread ran
     for (auto& [id, weak] : sessions_) {
       if (auto session = weak.lock()) live.push_back(std::move(session));

@@ -8,6 +8,8 @@
 //   Broker thread: one io_context that owns the Broker and its deadline timer.
 //   Store writer and reader: owned by the RocksDbStore (store/rocksdb_store.h); they post
 //     completions to the broker thread.
+//   Metrics (when --metrics-listen is given): the MetricsServer's HTTP threads; they read
+//     broker state only through AskBroker (a copy made on the broker thread).
 //
 // Thread safety: Start() and Stop() may be called from any thread; port() is immutable.
 #pragma once
@@ -23,6 +25,7 @@
 
 #include "broker/broker.h"
 #include "common/clock.h"
+#include "server/metrics_server.h"
 #include "server/options.h"
 #include "server/server_context.h"
 #include "store/rocksdb_store.h"
@@ -41,6 +44,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   uint16_t port() const { return port_; }
+  // The metrics listener's port; 0 when it is off.
+  uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
   // Stops accepting, lets each connection finish what it sent, closes every connection with
   // a Close frame, then joins the threads. Idempotent.
@@ -52,6 +57,13 @@ class Server {
   void Accept();
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
+  // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`).
+  template <typename T>
+  std::optional<T> AskBroker(std::function<T()> fn, std::chrono::milliseconds timeout);
+  // For the metrics thread: /metrics' text (nullopt: the broker did not answer in time), and
+  // /healthz' problem ("" when healthy).
+  std::optional<std::string> CollectMetrics();
+  std::string HealthProblem();
 
   // Set at construction, then immutable.
   const ServerOptions options_;
@@ -71,6 +83,9 @@ class Server {
   std::unique_ptr<store::RocksDbStore> store_;
 
   std::unique_ptr<UserDirectory> users_;
+
+  // Stopped first in Stop(): its handlers post to the broker thread.
+  std::unique_ptr<MetricsServer> metrics_;
 
   // Confined to the broker thread.
   std::unique_ptr<broker::Broker> broker_;

@@ -585,6 +585,7 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
     wb->Put(meta_, rocksdb::Slice(kMaxMessageIdKey.data(), kMaxMessageIdKey.size()), id);
   }
   size_t bytes = wb->GetDataSize();
+  const auto started = std::chrono::steady_clock::now();
   rocksdb::Status s;
   if (wb->Count() == 0) {
     // Earlier parts of the group were written unsynced (range removals write as they go):
@@ -597,10 +598,13 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   wb->Clear();
   if (!s.ok()) return FromRocksDb(s, "message store write failed");
   max_message_id_ = std::max(max_message_id_, group_max_id_);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   std::lock_guard lock(mu_);
   ++counters_.writes;
   counters_.syncs += sync ? 1 : 0;
   counters_.bytes_written += bytes;
+  if (sync) counters_.sync_ms.Observe(ms);
   return Status::Ok();
 }
 

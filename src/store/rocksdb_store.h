@@ -33,6 +33,7 @@
 #include <unordered_set>
 #include <variant>
 
+#include "common/histogram.h"
 #include "store/message_store.h"
 #include "store/write_faults.h"
 
@@ -67,6 +68,7 @@ struct StoreCounters {
   uint64_t commits = 0;        // Commit() calls written
   uint64_t bytes_written = 0;  // WriteBatch bytes
   uint64_t elided = 0;         // entries put and removed in one group: never written
+  Histogram sync_ms;           // how long each synced write took (the fsync included)
 };
 
 class RocksDbStore final : public MessageStore {

@@ -63,6 +63,11 @@ void TestServer::Launch() {
     std::string line;
     if (in && std::getline(in, line)) {
       port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      // "metrics host:port" follows when the metrics listener is on (the file is renamed
+      // into place whole).
+      if (std::getline(in, line) && line.starts_with("metrics ")) {
+        metrics_port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      }
       return;
     }
     int status = 0;

@@ -25,6 +25,8 @@ class TestServer {
   ~TestServer();
 
   uint16_t port() const { return port_; }
+  // The metrics listener's port, when started with --metrics-listen; else 0.
+  uint16_t metrics_port() const { return metrics_port_; }
   const std::string& dir() const { return dir_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // True while the wharfd child is alive (a crashed child is reaped here).
@@ -50,6 +52,7 @@ class TestServer {
   std::string dir_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+  uint16_t metrics_port_ = 0;
 };
 
 // A fresh temporary directory under $TMPDIR (or /tmp), removed by the caller.

@@ -74,6 +74,14 @@ class BrokerRedriveTest : public BrokerStoreTest, public ::testing::WithParamInt
     return tasks->front();
   }
 
+  // Durable queues keep 16 messages in RAM and load 8 at a time: the rest is on disk.
+  static BrokerOptions Paged() {
+    BrokerOptions options;
+    options.page_limits.max_messages = 16;
+    options.load_batch = 8;  // the queue's own loads bring little to RAM
+    return options;
+  }
+
   // Runs the broker's timer until the queue's redrive is over.
   RedriveInfo RunToEnd(const std::string& queue, milliseconds step = milliseconds(100)) {
     for (int i = 0; i < 10'000; ++i) {
@@ -234,6 +242,11 @@ TEST_P(BrokerRedriveTest, RequestsAreChecked) {
   EXPECT_TRUE(none->empty());
   EXPECT_EQ(broker_->RedriveStatus(kS1, "nope").status().code(), StatusCode::kQueueNotFound);
 
+  if (durable()) {
+    DeclareQueue("mem", /*durable=*/false);
+    Status to_ram = broker_->StartRedrive(kS1, 1, RedriveSpec{"dlq", "mem", "", 0, 0, false});
+    EXPECT_EQ(to_ram.code(), StatusCode::kInvalidArgument) << "persistent messages would be lost";
+  }
   Reject("jobs", Numbered("m", 20));
   ASSERT_TRUE(Start(RedriveSpec{"dlq", "", "", 0, 1, false}).ok());
   Status twice = broker_->StartRedrive(kS1, 1, RedriveSpec{"dlq", "", "", 0, 0, false});
@@ -304,9 +317,7 @@ TEST_P(BrokerRedriveTest, DeletingTheQueueEndsItsRedrive) {
 // message ends up live exactly once. The dead-letter queue is on disk (paged), more than one
 // store read deep.
 TEST_P(BrokerRedriveStoreTest, ACrashInTheMiddleResumesExactlyOnce) {
-  BrokerOptions options;
-  options.page_limits.max_messages = 16;
-  options.load_batch = 8;
+  const BrokerOptions options = Paged();
   Restart(options);
   DeclareWith("dlq");
   DeclareSource("jobs", "dlq");
@@ -334,9 +345,7 @@ TEST_P(BrokerRedriveStoreTest, ACrashInTheMiddleResumesExactlyOnce) {
 // A deep dead-letter queue is mostly on disk: the walk reads it from the store, leaves what
 // does not match where it is, and passes over what a consumer holds.
 TEST_P(BrokerRedriveStoreTest, APagedQueueIsWalkedOnDisk) {
-  BrokerOptions options;
-  options.page_limits.max_messages = 16;
-  options.load_batch = 8;  // the queue's own loads bring little to RAM
+  const BrokerOptions options = Paged();
   Restart(options);
   DeclareWith("dlq");
   DeclareSource("a", "dlq");
@@ -366,9 +375,7 @@ TEST_P(BrokerRedriveStoreTest, APagedQueueIsWalkedOnDisk) {
 }
 
 TEST_P(BrokerRedriveStoreTest, APagedQueueKeepsWhatDoesNotMatchInOrder) {
-  BrokerOptions options;
-  options.page_limits.max_messages = 16;
-  options.load_batch = 8;  // the queue's own loads bring little to RAM
+  const BrokerOptions options = Paged();
   Restart(options);
   DeclareWith("dlq");
   DeclareWith("jobs",
@@ -391,6 +398,48 @@ TEST_P(BrokerRedriveStoreTest, APagedQueueKeepsWhatDoesNotMatchInOrder) {
   EXPECT_EQ(Info("dlq").ready, 100u);
   EXPECT_EQ(TakeAndAck("dlq", 7, 1'000), rejected) << "left in order";
   EXPECT_EQ(Info("retry").ready, 100u);
+}
+
+// The limit reached on a message read from disk ends the task there (and leaves the rest in
+// order); so does a dry run's.
+TEST_P(BrokerRedriveStoreTest, ALimitReachedOnDiskEndsCleanly) {
+  const BrokerOptions options = Paged();
+  Restart(options);
+  DeclareWith("dlq");
+  DeclareSource("jobs", "dlq");
+  Reject("jobs", Numbered("m", 100));
+  Restart(options);
+  ASSERT_TRUE(Start(RedriveSpec{"dlq", "", "", 50, 0, true}).ok());
+  EXPECT_EQ(RunToEnd("dlq", milliseconds(10)).moved, 50u);
+  ASSERT_TRUE(Start(RedriveSpec{"dlq", "", "", 50, 100'000, false}).ok());
+  RedriveInfo done = RunToEnd("dlq", milliseconds(10));
+  EXPECT_EQ(done.detail, "limit reached");
+  EXPECT_EQ(done.moved, 50u);
+  std::vector<std::string> all = Numbered("m", 100);
+  EXPECT_EQ(TakeAndAck("jobs", 1'000, 100),
+            std::vector<std::string>(all.begin(), all.begin() + 50));
+  EXPECT_EQ(TakeAndAck("dlq", 1'000, 100), std::vector<std::string>(all.begin() + 50, all.end()));
+}
+
+// Messages taken out of the middle of RAM leave tombstones; they must not keep the queue
+// from loading what is still on disk once its live head is consumed.
+TEST_P(BrokerRedriveStoreTest, AHeadLeftBehindDoesNotStallTheQueue) {
+  const BrokerOptions options = Paged();
+  Restart(options);
+  DeclareWith("dlq");
+  DeclareSource("gone", "dlq");
+  DeclareSource("jobs", "dlq");
+  Reject("gone", {"g0"});
+  Reject("jobs", Numbered("m", 40));  // m0..m14 in RAM behind g0, the rest on disk
+  ASSERT_TRUE(broker_->DeleteQueue(kS1, "gone", false, false).ok());
+  Drain();
+  ASSERT_TRUE(Start(RedriveSpec{"dlq", "", "", 20, 100'000, false}).ok());
+  RedriveInfo done = RunToEnd("dlq", milliseconds(10));
+  EXPECT_EQ(done.moved, 20u);
+  EXPECT_EQ(done.skipped_no_target, 1u);
+  std::vector<std::string> want = {"g0"};
+  for (int i = 20; i < 40; ++i) want.push_back("m" + std::to_string(i));
+  EXPECT_EQ(TakeAndAck("dlq", 1, 100), want);
 }
 
 }  // namespace

@@ -1,0 +1,154 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+#include <functional>
+
+namespace wharf::server {
+namespace {
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.12g", v);  // 0.0005, not 0.00050000000000000001
+  return buf;
+}
+
+// A label value, escaped as the text format wants (queue names never need it; be safe).
+std::string Label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Header(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += " " + Number(value) + "\n";
+  }
+  void Gauge(const char* name, const char* help, double value) {
+    Header(name, "gauge", help);
+    Sample(name, "", value);
+  }
+  // One series per queue.
+  void PerQueue(const broker::BrokerMetrics& m, const char* name, const char* type,
+                const char* help, const std::function<bool(const broker::QueueMetrics&)>& has,
+                const std::function<double(const broker::QueueMetrics&)>& value) {
+    Header(name, type, help);
+    for (const auto& q : m.queues) {
+      if (has(q)) Sample(name, "queue=\"" + Label(q.info.name) + "\"", value(q));
+    }
+  }
+  // A histogram of milliseconds, exported in seconds.
+  void Histogram(const char* name, const char* help, const wharf::Histogram& h) {
+    Header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    const std::string bucket = std::string(name) + "_bucket";
+    for (size_t i = 0; i < h.bounds().size(); ++i) {
+      cumulative += h.counts()[i];
+      Sample(bucket, "le=\"" + Number(h.bounds()[i] / 1000) + "\"",
+             static_cast<double>(cumulative));
+    }
+    Sample(bucket, "le=\"+Inf\"", static_cast<double>(h.count()));
+    Sample(std::string(name) + "_sum", "", h.sum() / 1000);
+    Sample(std::string(name) + "_count", "", static_cast<double>(h.count()));
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCounters* store,
+                          int64_t now_ms) {
+  using broker::QueueMetrics;
+  auto all = [](const QueueMetrics&) { return true; };
+  Writer w;
+  w.Gauge("wharf_connections", "Connections logged in.", static_cast<double>(m.connections));
+  w.Gauge("wharf_consumers", "Active consumers (push subscriptions) on all queues.",
+          static_cast<double>(m.consumers));
+  w.Gauge("wharf_queues", "Queues.", static_cast<double>(m.queues.size()));
+  w.Gauge("wharf_deliveries_in_flight", "Deliveries not yet settled, all queues.",
+          static_cast<double>(m.deliveries_in_flight));
+  w.Gauge("wharf_store_writable", "1 while the message store writes; 0 while it fails.",
+          m.store_writable ? 1 : 0);
+
+  w.PerQueue(m, "wharf_queue_ready", "gauge", "Messages waiting to be delivered.", all,
+             [](const QueueMetrics& q) { return static_cast<double>(q.info.ready); });
+  w.PerQueue(m, "wharf_queue_in_flight", "gauge", "Deliveries not yet settled.", all,
+             [](const QueueMetrics& q) { return static_cast<double>(q.info.in_flight); });
+  w.PerQueue(m, "wharf_queue_delayed", "gauge", "Messages waiting for their delivery time.", all,
+             [](const QueueMetrics& q) { return static_cast<double>(q.info.delayed); });
+  w.PerQueue(m, "wharf_queue_consumers", "gauge", "Active consumers.", all,
+             [](const QueueMetrics& q) { return static_cast<double>(q.info.consumers); });
+  w.PerQueue(
+      m, "wharf_queue_oldest_ready_age_seconds", "gauge",
+      "Age (since publish) of the next ready message; absent when none is in RAM.",
+      [](const QueueMetrics& q) { return q.head_published_at_ms != 0; },
+      [now_ms](const QueueMetrics& q) {
+        return static_cast<double>(std::max<int64_t>(0, now_ms - q.head_published_at_ms)) / 1000;
+      });
+  w.PerQueue(
+      m, "wharf_dead_letter_queue_ready", "gauge",
+      "Ready messages of each queue that another queue dead-letters into: alert above zero.",
+      [](const QueueMetrics& q) { return q.dead_letter_queue; },
+      [](const QueueMetrics& q) { return static_cast<double>(q.info.ready); });
+
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::function<double(const QueueMetrics&)> value;
+  };
+  const Counter counters[] = {
+      {"wharf_queue_published_total", "Messages enqueued (published, dead-lettered or moved in).",
+       [](const QueueMetrics& q) { return static_cast<double>(q.info.published_total); }},
+      {"wharf_queue_delivered_total", "Deliveries, redeliveries included.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.info.delivered_total); }},
+      {"wharf_queue_redelivered_total", "Deliveries of messages received before.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.redelivered_total); }},
+      {"wharf_queue_acked_total", "Acks.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.info.acked_total); }},
+      {"wharf_queue_nacked_total", "Nacks and rejects.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.nacked_total); }},
+      {"wharf_queue_lease_expired_total", "Deliveries whose lease ran out.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.lease_expired_total); }},
+      {"wharf_queue_dead_lettered_total",
+       "Messages that left for the dead-letter target (or were dropped without one).",
+       [](const QueueMetrics& q) { return static_cast<double>(q.dead_lettered_total); }},
+      {"wharf_queue_expired_total", "Messages whose TTL ran out.",
+       [](const QueueMetrics& q) { return static_cast<double>(q.expired_total); }},
+  };
+  for (const Counter& c : counters) w.PerQueue(m, c.name, "counter", c.help, all, c.value);
+
+  w.Histogram("wharf_confirm_latency_seconds",
+              "From a persistent publish to its confirm (on disk), as the broker sees it.",
+              m.confirm_ms);
+  if (store) {
+    w.Histogram("wharf_store_sync_latency_seconds",
+                "Synced writes of the message store (group commits), fsync included.",
+                store->sync_ms);
+    w.Header("wharf_store_bytes_written_total", "counter", "Bytes written to the message store.");
+    w.Sample("wharf_store_bytes_written_total", "", static_cast<double>(store->bytes_written));
+    w.Header("wharf_store_writes_total", "counter", "Writes (groups of commits) to the store.");
+    w.Sample("wharf_store_writes_total", "", static_cast<double>(store->writes));
+    w.Header("wharf_store_syncs_total", "counter", "Synced writes to the store.");
+    w.Sample("wharf_store_syncs_total", "", static_cast<double>(store->syncs));
+  }
+  return w.Take();
+}
+
+}  // namespace wharf::server

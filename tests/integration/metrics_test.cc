@@ -1,0 +1,86 @@
+// The operator's HTTP listener of the real wharfd (`--metrics-listen`): /metrics in Prometheus
+// text format with per-queue series, and /healthz (docs/operations.md).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <string>
+
+#include "support/test_server.h"
+
+namespace wharf {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(Metrics, ScrapeShowsQueuesCountersAndLatencies) {
+  testing::TestServer server({"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(server.metrics_port(), 0);
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  QueueSpec dlq;
+  dlq.name = "orders.dlq";
+  ASSERT_TRUE(client->DeclareQueue(dlq).ok());
+  QueueSpec orders;
+  orders.name = "orders";
+  orders.arguments["x-dead-letter-queue"] = std::string("orders.dlq");
+  ASSERT_TRUE(client->DeclareQueue(orders).ok());
+  for (int i = 0; i < 3; ++i) {
+    Message m;
+    m.body = "m" + std::to_string(i);
+    m.persistent = true;
+    ASSERT_TRUE(client->Publish("", "orders", m).ok());
+  }
+  auto got = client->Receive("orders", 1, milliseconds(2'000));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  ASSERT_TRUE(client->RejectSync((*got)[0].delivery_tag, /*requeue=*/false).ok());
+
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  http.set_read_timeout(5, 0);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/plain; version=0.0.4"),
+            std::string::npos);
+  const std::string& text = res->body;
+  EXPECT_TRUE(Has(text, "wharf_connections 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders\"} 2")) << text;
+  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 3")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_count 3")) << text;
+  EXPECT_NE(text.find("wharf_store_sync_latency_seconds_count "), std::string::npos) << text;
+  EXPECT_EQ(text.find("wharf_store_sync_latency_seconds_count 0\n"), std::string::npos)
+      << "the confirms were synced";
+  EXPECT_NE(text.find("wharf_queue_oldest_ready_age_seconds{queue=\"orders\"} "), std::string::npos)
+      << text;
+
+  auto health = http.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  auto missing = http.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(server.Stop(), 0) << "stops cleanly with the listener on";
+}
+
+TEST(Metrics, ABadMetricsAddressIsRefusedAtStart) {
+  int code = -1;
+  std::string out =
+      testing::RunCommand(std::string(WHARFD_PATH_FOR_TESTS) +
+                              " --metrics-listen nonsense --data-dir /nonexistent 2>&1",
+                          &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("must look like HOST:PORT"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace wharf

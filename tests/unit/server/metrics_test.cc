@@ -1,0 +1,101 @@
+// The Prometheus text wharfd serves on /metrics (server/metrics.h): names, labels, types,
+// histogram buckets, and the per-queue series an operator alerts on.
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace wharf::server {
+namespace {
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.starts_with(line + "\n");
+}
+
+broker::BrokerMetrics Sample() {
+  broker::BrokerMetrics m;
+  broker::QueueMetrics orders;
+  orders.info.name = "orders";
+  orders.info.ready = 7;
+  orders.info.in_flight = 2;
+  orders.info.delayed = 3;
+  orders.info.consumers = 1;
+  orders.info.published_total = 100;
+  orders.info.delivered_total = 40;
+  orders.info.acked_total = 30;
+  orders.nacked_total = 5;
+  orders.redelivered_total = 4;
+  orders.dead_lettered_total = 2;
+  orders.expired_total = 1;
+  orders.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
+  orders.dead_letter_target = "orders.dlq";
+  broker::QueueMetrics dlq;
+  dlq.info.name = "orders.dlq";
+  dlq.info.ready = 2;
+  dlq.dead_letter_queue = true;
+  m.queues = {orders, dlq};
+  m.connections = 3;
+  m.consumers = 1;
+  m.confirm_ms.Observe(0.3);
+  m.confirm_ms.Observe(3);
+  m.confirm_ms.Observe(20'000);  // beyond the last bucket
+  return m;
+}
+
+TEST(Metrics, QueueSeriesAreLabelledAndTyped) {
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000);
+  EXPECT_TRUE(Has(text, "wharf_connections 3")) << text;
+  EXPECT_TRUE(Has(text, "wharf_consumers 1"));
+  EXPECT_TRUE(Has(text, "# TYPE wharf_queue_ready gauge"));
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders\"} 7"));
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders.dlq\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_in_flight{queue=\"orders\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_delayed{queue=\"orders\"} 3"));
+  EXPECT_TRUE(Has(text, "wharf_queue_oldest_ready_age_seconds{queue=\"orders\"} 2.5"));
+  EXPECT_EQ(text.find("wharf_queue_oldest_ready_age_seconds{queue=\"orders.dlq\"}"),
+            std::string::npos)
+      << "no head in RAM: no sample rather than a wrong one";
+  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 2"));
+  EXPECT_EQ(text.find("wharf_dead_letter_queue_ready{queue=\"orders\"}"), std::string::npos);
+  EXPECT_TRUE(Has(text, "# TYPE wharf_queue_acked_total counter"));
+  EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 100"));
+  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{queue=\"orders\"} 40"));
+  EXPECT_TRUE(Has(text, "wharf_queue_acked_total{queue=\"orders\"} 30"));
+  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{queue=\"orders\"} 5"));
+  EXPECT_TRUE(Has(text, "wharf_queue_redelivered_total{queue=\"orders\"} 4"));
+  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{queue=\"orders\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_expired_total{queue=\"orders\"} 1"));
+  EXPECT_EQ(text.find("wharf_store_sync"), std::string::npos) << "no store given";
+  EXPECT_TRUE(text.ends_with("\n"));
+}
+
+TEST(Metrics, HistogramsAreCumulativeInSeconds) {
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000);
+  EXPECT_TRUE(Has(text, "# TYPE wharf_confirm_latency_seconds histogram")) << text;
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_bucket{le=\"0.0001\"} 0"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_bucket{le=\"0.0005\"} 1"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_bucket{le=\"0.005\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_bucket{le=\"10\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_bucket{le=\"+Inf\"} 3"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_count 3"));
+  EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_sum 20.0033"));
+}
+
+TEST(Metrics, StoreFigures) {
+  store::StoreCounters store;
+  store.bytes_written = 4096;
+  store.writes = 10;
+  store.syncs = 4;
+  store.sync_ms.Observe(1.5);
+  std::string text = RenderMetrics(Sample(), &store, 1'000'000);
+  EXPECT_TRUE(Has(text, "wharf_store_bytes_written_total 4096")) << text;
+  EXPECT_TRUE(Has(text, "wharf_store_writes_total 10"));
+  EXPECT_TRUE(Has(text, "wharf_store_syncs_total 4"));
+  EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.001\"} 0"));
+  EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.0025\"} 1"));
+  EXPECT_TRUE(Has(text, "wharf_store_writable 1"));
+}
+
+}  // namespace
+}  // namespace wharf::server
