@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "server/log_file.h"
 #include "server/options.h"
 #include "server/server.h"
 
@@ -22,6 +23,7 @@ constexpr const char* kUsage = R"(usage: wharfd [options]
   --listen HOST:PORT  address to listen on (default 127.0.0.1:5680; port 0 picks a free one)
   --data-dir DIR      where the broker keeps its data (default ./data)
   --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
+  --log-file FILE     log to FILE (rotated by size, [log] in the config) instead of stderr
   --metrics-listen HOST:PORT
                       serve Prometheus /metrics and /healthz over HTTP there (off by default;
                       port 0 picks a free one)
@@ -31,17 +33,47 @@ constexpr const char* kUsage = R"(usage: wharfd [options]
   --help              print this help and exit
 
 Flags override the config file. Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage.
+Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
+file's users.
 )";
+
+constexpr const char* kLogPattern = "%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v";
 
 int Fail(const std::string& message, int code) {
   spdlog::critical("{}", message);
   return code;
 }
 
+// SIGHUP: reopen the log file (logrotate moved it) and take the config file's users as they
+// are now. Everything else in the config needs a restart.
+void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
+            wharf::server::Server& server) {
+  if (log) {
+    try {
+      log->Reopen();
+    } catch (const spdlog::spdlog_ex& e) {
+      std::fprintf(stderr, "wharfd: cannot reopen the log file: %s\n", e.what());
+    }
+  }
+  if (config_path.empty()) {
+    spdlog::info("SIGHUP: log reopened; no config file to reload users from");
+    return;
+  }
+  wharf::server::ServerOptions fresh;
+  wharf::Status s = wharf::server::LoadConfigFile(config_path, &fresh);
+  if (!s.ok()) {
+    spdlog::error("SIGHUP: config not reloaded, users unchanged: {}", s.ToString());
+    return;
+  }
+  server.ReloadUsers(fresh);
+  spdlog::info("SIGHUP: log reopened; {} users of {} reloaded (other settings need a restart)",
+               fresh.users.size(), config_path);
+}
+
 int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
-  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen;
+  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string* out) {
@@ -68,6 +100,8 @@ int Run(int argc, char** argv) {
       ok = value(&ready_file);
     } else if (arg == "--metrics-listen") {
       ok = value(&metrics_listen);
+    } else if (arg == "--log-file") {
+      ok = value(&log_file);
     } else {
       std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
       return 2;
@@ -93,8 +127,23 @@ int Run(int argc, char** argv) {
   if (!data_dir.empty()) options.data_dir = data_dir;
   if (!log_level.empty()) options.log_level = log_level;
   if (!ready_file.empty()) options.ready_file = ready_file;
+  if (!log_file.empty()) options.log_file = log_file;
   wharf::Status valid = wharf::server::ValidateOptions(options);
   if (!valid.ok()) return Fail(valid.ToString(), 2);
+  std::shared_ptr<wharf::server::RotatingLogFile> log_sink;
+  if (!options.log_file.empty()) {
+    try {
+      log_sink = std::make_shared<wharf::server::RotatingLogFile>(
+          options.log_file, options.log_max_bytes, options.log_max_files);
+    } catch (const spdlog::spdlog_ex& e) {
+      return Fail("cannot open the log file '" + options.log_file + "': " + e.what(), 1);
+    }
+    auto logger = std::make_shared<spdlog::logger>("wharfd", log_sink);
+    spdlog::set_default_logger(logger);
+    spdlog::set_pattern(kLogPattern);
+    spdlog::flush_every(std::chrono::seconds(1));
+    spdlog::flush_on(spdlog::level::warn);
+  }
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   // Each connection is a file descriptor: raise the soft limit as far as allowed, and say so
@@ -134,10 +183,18 @@ int Run(int argc, char** argv) {
   }
 
   asio::io_context signals_context(1);
-  asio::signal_set signals(signals_context, SIGINT, SIGTERM);
-  signals.async_wait([&](const asio::error_code& error, int signal) {
-    if (!error) spdlog::info("received {}, shutting down", strsignal(signal));
-  });
+  asio::signal_set signals(signals_context, SIGINT, SIGTERM, SIGHUP);
+  std::function<void(const asio::error_code&, int)> on_signal = [&](const asio::error_code& error,
+                                                                    int signal) {
+    if (error) return;
+    if (signal != SIGHUP) {
+      spdlog::info("received {}, shutting down", strsignal(signal));
+      return;  // run() returns: nothing else waits
+    }
+    Reload(config_path, log_sink.get(), **server);
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
   signals_context.run();
   (*server)->Stop();
   return 0;
@@ -147,7 +204,7 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("wharfd"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v");
+  spdlog::set_pattern(kLogPattern);
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {

@@ -57,9 +57,9 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 }
 
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
-  WHARF_RETURN_IF_ERROR(
-      CheckKeys(path, "top level", root, {"server", "limits", "store", "scheduler", "auth"}));
-  for (const char* section : {"server", "limits", "store", "scheduler", "auth"}) {
+  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root,
+                                  {"server", "log", "limits", "store", "scheduler", "auth"}));
+  for (const char* section : {"server", "log", "limits", "store", "scheduler", "auth"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -85,6 +85,15 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "log_level", &options->log_level));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
+  }
+  if (root.contains("log")) {
+    const toml::value& log = root.at("log");
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "log", log, {"file", "max_bytes", "max_files"}));
+    WHARF_RETURN_IF_ERROR(ReadString(path, log, "file", &options->log_file));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint64_t>(path, log, "max_bytes", 0, 1ull << 40, &options->log_max_bytes));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, log, "max_files", 0, 1'000, &options->log_max_files));
   }
   if (root.contains("limits")) {
     const toml::value& limits = root.at("limits");

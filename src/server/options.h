@@ -25,6 +25,11 @@ struct ServerOptions {
   uint16_t metrics_port = 0;  // 0 = any free port
   std::string data_dir = "./data";
   std::string log_level = "info";
+  // [log]: where the log goes (stderr when empty), rotated at max_bytes (0 = never) keeping
+  // max_files old files; SIGHUP reopens it (docs/operations.md).
+  std::string log_file;
+  uint64_t log_max_bytes = 100u << 20;
+  uint32_t log_max_files = 5;
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;

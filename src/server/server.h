@@ -51,6 +51,9 @@ class Server {
   // a Close frame, then joins the threads. Idempotent.
   void Stop();
 
+  // SIGHUP: the config file's users as they are now (server/user_directory.h).
+  void ReloadUsers(const ServerOptions& options) { users_->ReloadConfigUsers(options); }
+
  private:
   explicit Server(const ServerOptions& options);
   Status Listen();

@@ -17,6 +17,17 @@ UserDirectory::UserDirectory(const ServerOptions& options,
   }
 }
 
+void UserDirectory::ReloadConfigUsers(const ServerOptions& options) {
+  std::unique_lock lock(mu_);
+  std::erase_if(users_, [](const auto& entry) {
+    return entry.second.source == "config" || entry.second.source == "builtin";
+  });
+  for (const auto& [name, hash] : options.users) users_[name] = User{hash, true, "config"};
+  if (options.loopback_guest && !users_.contains("guest")) {
+    users_["guest"] = User{"", true, "builtin"};
+  }
+}
+
 std::optional<UserDirectory::User> UserDirectory::Find(const std::string& name) const {
   std::shared_lock lock(mu_);
   auto it = users_.find(name);

@@ -38,6 +38,10 @@ class UserDirectory {
   void Put(const store::StoredUser& user);
   void Remove(const std::string& name);
   std::vector<UserInfo> List() const;
+  // SIGHUP: takes the config file's users (and loopback guest) as they are now. Connections
+  // logged in stay; the change applies to later logins. A config user removed from the file
+  // is gone until the next restart even when the store holds a user of that name.
+  void ReloadConfigUsers(const ServerOptions& options);
 
  private:
   mutable std::shared_mutex mu_;

@@ -81,6 +81,10 @@ void TestServer::Launch() {
   ADD_FAILURE() << "wharfd did not become ready in 10 s:\n" << Log();
 }
 
+void TestServer::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
 TestServer::~TestServer() {
   Kill();
   std::error_code ec;

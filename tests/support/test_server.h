@@ -42,6 +42,8 @@ class TestServer {
   int Stop();
   // SIGKILL and wait.
   void Kill();
+  // Sends `signal` (e.g. SIGHUP) and returns at once.
+  void Signal(int signal);
   // The daemon's log so far (stderr).
   std::string Log() const;
 

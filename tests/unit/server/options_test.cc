@@ -213,6 +213,34 @@ max_delay_ms = 86400000
   EXPECT_NE(refused.message().find("release_per_second"), std::string_view::npos);
 }
 
+TEST_F(LoadConfigFileTest, ReadsLogMetricsAndRedriveKeys) {
+  ServerOptions options;
+  Status s = Load(R"([server]
+metrics_listen = "127.0.0.1:9568"
+[log]
+file = "/var/log/wharf/wharfd.log"
+max_bytes = 1048576
+max_files = 3
+[scheduler]
+redrive_rate = 250
+)",
+                  &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(options.metrics_enabled);
+  EXPECT_EQ(options.metrics_host, "127.0.0.1");
+  EXPECT_EQ(options.metrics_port, 9568);
+  EXPECT_EQ(options.log_file, "/var/log/wharf/wharfd.log");
+  EXPECT_EQ(options.log_max_bytes, 1u << 20);
+  EXPECT_EQ(options.log_max_files, 3u);
+  EXPECT_EQ(options.redrive_rate, 250u);
+  ServerOptions defaults;
+  EXPECT_FALSE(defaults.metrics_enabled) << "off unless asked for";
+  ServerOptions bad;
+  Status refused = Load("[server]\nmetrics_listen = \"9568\"\n", &bad);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(refused.message().find("HOST:PORT"), std::string_view::npos);
+}
+
 TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
   ServerOptions options;
   ASSERT_TRUE(Load("# nothing here\n", &options).ok());
