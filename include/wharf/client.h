@@ -124,6 +124,12 @@ class Client {
   // was not waiting in `queue` (delivered already, cancelled before, or never delayed there).
   Result<bool> CancelDelayed(const std::string& queue, uint64_t message_id);
 
+  // --- Peek (docs/operations.md) ---------------------------------------------------------------
+  // Up to `limit` (1..1000) ready messages of `queue` after `after_position` (0: from the head),
+  // in delivery order, without taking them: receive counts, leases and order stay as they are.
+  Result<PeekPage> Peek(const std::string& queue, uint64_t after_position = 0, uint32_t limit = 20,
+                        bool with_body = true);
+
   // --- Redrive (docs/lifecycle.md) -------------------------------------------------------------
   // Starts moving a dead-letter queue's messages back; returns once the task is on disk (for a
   // dry run: at once, with nothing counted yet; poll RedriveStatus until it is not running).

@@ -85,6 +85,28 @@ struct DelayedPage {
   uint64_t next_after_message_id = 0;
 };
 
+// A ready message as Client::Peek shows it: where it is in its queue and its delivery history,
+// without taking it (docs/operations.md, "Peek").
+struct PeekedMessage {
+  Message message;        // the body only when asked for
+  uint64_t position = 0;  // in its queue; list after it for the next page
+  uint64_t body_bytes = 0;
+  uint32_t receive_count = 0;
+  int64_t first_received_at_ms = 0;
+  uint32_t failure_count = 0;
+  int64_t last_failed_at_ms = 0;
+  std::string last_error;
+  std::string exchange;  // as published
+  std::string routing_key;
+};
+
+// One page of a queue's ready messages in delivery order.
+struct PeekPage {
+  std::vector<PeekedMessage> messages;
+  bool more = false;        // another page follows: peek after next_after
+  uint64_t next_after = 0;  // the position to continue after
+};
+
 // A redrive: moves a dead-letter queue's messages back to where they died (docs/lifecycle.md,
 // "Redrive"). Runs inside the broker; its progress is stored with every move.
 struct RedriveSpec {

@@ -199,6 +199,11 @@ class Broker {
   // kLeaseExpired when it already ran out.
   Status ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms);
 
+  // Lists up to `limit` ready messages of `queue` after `after_position`, in delivery order,
+  // taking none (broker_peek.cc); the answer comes through SessionPeer::PeekDone.
+  Status Peek(uint64_t session_id, uint64_t request_id, const std::string& queue,
+              uint64_t after_position, uint32_t limit, bool with_body);
+
   // --- Redrive (broker_redrive.cc; docs/lifecycle.md) ----------------------------------------
   // Starts moving spec.queue's messages back to where they died (or to spec.to). On OK the
   // answer comes through SessionPeer::RedriveDone once the task is on disk; from then on it

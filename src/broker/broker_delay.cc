@@ -25,12 +25,7 @@ constexpr uint64_t kListBytes = 4u << 20;
 DelayedInfo ToInfo(const DelayKey& key, const Envelope& envelope, uint32_t receive_count) {
   const Message& m = envelope.message;
   DelayedInfo info;
-  info.message.id = m.id;
-  info.message.headers = m.headers;
-  info.message.properties = m.properties;
-  info.message.persistent = m.persistent;
-  info.message.published_at_ms = m.published_at_ms;
-  info.message.deaths = m.deaths;
+  info.message = MessageWithoutBody(m);
   info.body_bytes = m.body.size();
   info.deliver_at_ms = key.due_ms;
   info.receive_count = receive_count;

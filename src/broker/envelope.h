@@ -18,6 +18,18 @@ namespace wharf::broker {
 using wharf::Envelope;  // common/envelope.h: the store shares it
 using wharf::EnvelopePtr;
 
+// A copy of `m` without its body (listings), made without copying the body first.
+inline Message MessageWithoutBody(const Message& m) {
+  Message out;
+  out.id = m.id;
+  out.headers = m.headers;
+  out.properties = m.properties;
+  out.persistent = m.persistent;
+  out.published_at_ms = m.published_at_ms;
+  out.deaths = m.deaths;
+  return out;
+}
+
 struct Delivery {
   std::string consumer_tag;  // "" for pull deliveries
   uint64_t delivery_tag = 0;

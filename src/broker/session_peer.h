@@ -34,6 +34,7 @@ class SessionPeer {
   // Answers to CancelDelayed (true: it was pending and is cancelled) and ListDelayed.
   virtual void CancelDelayedDone(uint64_t request_id, const Result<bool>& result) = 0;
   virtual void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) = 0;
+  virtual void PeekDone(uint64_t request_id, const Result<PeekPage>& result) = 0;
   // Answers to StartRedrive and CancelRedrive, once the task's new state is on disk.
   virtual void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;

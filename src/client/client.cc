@@ -535,6 +535,26 @@ Result<bool> Client::CancelDelayed(const std::string& queue, uint64_t message_id
   return reply->cancel_delayed_ok().cancelled();
 }
 
+Result<PeekPage> Client::Peek(const std::string& queue, uint64_t after_position, uint32_t limit,
+                              bool with_body) {
+  pb::Frame frame;
+  auto* peek = frame.mutable_peek();
+  peek->set_queue(queue);
+  peek->set_after_position(after_position);
+  peek->set_limit(limit);
+  peek->set_with_body(with_body);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  PeekPage page;
+  for (const auto& m : reply->peek_ok().messages()) {
+    WHARF_ASSIGN_OR_RETURN(auto info, protocol::FromWire(m));
+    page.messages.push_back(std::move(info));
+  }
+  page.more = reply->peek_ok().more();
+  page.next_after = reply->peek_ok().next_after_position();
+  return page;
+}
+
 Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
   pb::Frame frame;
   auto* start = frame.mutable_start_redrive();

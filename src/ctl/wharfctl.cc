@@ -53,6 +53,11 @@ Commands:
                                         delayed messages of QUEUE, soonest first, N per page
                                         (default 20); --after continues from a listed one
   delayed cancel QUEUE ID               cancel a delayed message (ID in hex, as published)
+  peek QUEUE [-n N] [--after POS] [--no-body] [--json]
+                                        browse QUEUE's ready messages in delivery order (N per
+                                        page, default 20) with their counters and death
+                                        records, taking none: no receive count, lease or
+                                        order changes; --after continues from a listed POS
   redrive DLQ [--to QUEUE] [--reason R] [--limit N] [--rate N] [--dry-run] [--follow] [--json]
                                         move a dead-letter queue's messages back to the queue
                                         each died in (or to QUEUE), at most N per second
@@ -610,6 +615,100 @@ int Publish(wharf::Client& client, const Args& args) {
   return 0;
 }
 
+std::string HeadersJson(const wharf::Headers& headers) {
+  std::string out = "{";
+  for (const auto& [k, v] : headers) {
+    out += (out.size() > 1 ? "," : "") + JsonString(k) + ":" +
+           JsonString(wharf::HeaderValueToString(v));
+  }
+  return out + "}";
+}
+
+std::string DeathsJson(const std::vector<wharf::Death>& deaths) {
+  std::string out = "[";
+  for (const wharf::Death& death : deaths) {
+    out += (out.size() > 1 ? "," : "") + std::string("{\"reason\":") + JsonString(death.reason) +
+           ",\"queue\":" + JsonString(death.queue) + ",\"exchange\":" + JsonString(death.exchange) +
+           ",\"routing_key\":" + JsonString(death.routing_key) +
+           ",\"count\":" + std::to_string(death.count) +
+           ",\"first_at_ms\":" + std::to_string(death.first_at_ms) +
+           ",\"last_at_ms\":" + std::to_string(death.last_at_ms) +
+           ",\"receive_count\":" + std::to_string(death.receive_count) +
+           ",\"failure_count\":" + std::to_string(death.failure_count) +
+           ",\"last_error\":" + JsonString(death.last_error) + "}";
+  }
+  return out + "]";
+}
+
+// `wharfctl peek`: a page of a queue's ready messages, taken by nobody.
+int Peek(wharf::Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("peek needs QUEUE");
+  const std::string& queue = args.positional[0];
+  uint32_t limit = 20;
+  if (args.options.count("-n")) {
+    unsigned long n = std::stoul(args.options.at("-n"));
+    if (n == 0 || n > 1000) return Usage("-n needs 1 to 1000");
+    limit = static_cast<uint32_t>(n);
+  }
+  uint64_t after = args.options.count("--after") ? std::stoull(args.options.at("--after")) : 0;
+  const bool json = args.flags.count("--json") > 0;
+  const bool body = args.flags.count("--no-body") == 0;
+  auto page = client.Peek(queue, after, limit, body);
+  if (!page.ok()) return Refused(page.status());
+  auto hex = [](uint64_t id) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
+    return std::string(buf);
+  };
+  if (json) {
+    std::string out = "[";
+    for (size_t i = 0; i < page->messages.size(); ++i) {
+      const wharf::PeekedMessage& m = page->messages[i];
+      out += (i ? ",\n " : "") + std::string("{\"position\":") + std::to_string(m.position) +
+             ",\"message_id\":\"" + hex(m.message.id) + "\"" +
+             ",\"published_at_ms\":" + std::to_string(m.message.published_at_ms) +
+             ",\"persistent\":" + (m.message.persistent ? "true" : "false") +
+             ",\"exchange\":" + JsonString(m.exchange) +
+             ",\"routing_key\":" + JsonString(m.routing_key) +
+             ",\"receive_count\":" + std::to_string(m.receive_count) +
+             ",\"first_received_at_ms\":" + std::to_string(m.first_received_at_ms) +
+             ",\"failure_count\":" + std::to_string(m.failure_count) +
+             ",\"last_failed_at_ms\":" + std::to_string(m.last_failed_at_ms) +
+             ",\"last_error\":" + JsonString(m.last_error) +
+             ",\"body_bytes\":" + std::to_string(m.body_bytes) +
+             ",\"headers\":" + HeadersJson(m.message.headers) +
+             ",\"deaths\":" + DeathsJson(m.message.deaths) +
+             (body ? ",\"body\":" + JsonString(m.message.body) : std::string()) + "}";
+    }
+    std::puts((out + "]").c_str());
+  } else {
+    std::printf("%8s  %-16s  %-24s %5s %5s %9s  %-24s %s\n", "POS", "MESSAGE_ID", "PUBLISHED (UTC)",
+                "RECV", "FAIL", "BYTES", "LAST DEATH", body ? "BODY" : "");
+    for (const wharf::PeekedMessage& m : page->messages) {
+      std::string death;
+      if (!m.message.deaths.empty()) {
+        const wharf::Death& d = m.message.deaths[0];
+        death = d.reason + "@" + d.queue;
+      }
+      std::string preview;
+      for (char c : m.message.body.substr(0, 40)) {
+        preview += std::isprint(static_cast<unsigned char>(c)) ? c : '.';
+      }
+      if (m.message.body.size() > 40) preview += "...";
+      std::printf("%8llu  %s  %-24s %5u %5u %9llu  %-24s %s\n",
+                  static_cast<unsigned long long>(m.position), hex(m.message.id).c_str(),
+                  FormatTime(m.message.published_at_ms).c_str(), m.receive_count, m.failure_count,
+                  static_cast<unsigned long long>(m.body_bytes), death.c_str(), preview.c_str());
+    }
+    if (page->messages.empty()) std::printf("(no ready message in '%s')\n", queue.c_str());
+  }
+  if (page->more) {
+    std::fprintf(json ? stderr : stdout, "more: wharfctl peek %s -n %u --after %llu\n",
+                 queue.c_str(), limit, static_cast<unsigned long long>(page->next_after));
+  }
+  return 0;
+}
+
 int Consume(wharf::Client& client, const Args& args) {
   if (args.positional.empty()) return Usage("consume needs QUEUE");
   long count = args.options.count("--count") ? std::stol(args.options.at("--count")) : 1;
@@ -629,26 +728,8 @@ int Consume(wharf::Client& client, const Args& args) {
     if (batch->empty()) break;
     for (const auto& d : *batch) {
       if (json) {
-        std::string headers = "{";
-        for (const auto& [k, v] : d.message.headers) {
-          headers += (headers.size() > 1 ? "," : "") + JsonString(k) + ":" +
-                     JsonString(wharf::HeaderValueToString(v));
-        }
-        headers += "}";
-        std::string deaths = "[";
-        for (const wharf::Death& death : d.message.deaths) {
-          deaths += (deaths.size() > 1 ? "," : "") + std::string("{\"reason\":") +
-                    JsonString(death.reason) + ",\"queue\":" + JsonString(death.queue) +
-                    ",\"exchange\":" + JsonString(death.exchange) +
-                    ",\"routing_key\":" + JsonString(death.routing_key) +
-                    ",\"count\":" + std::to_string(death.count) +
-                    ",\"first_at_ms\":" + std::to_string(death.first_at_ms) +
-                    ",\"last_at_ms\":" + std::to_string(death.last_at_ms) +
-                    ",\"receive_count\":" + std::to_string(death.receive_count) +
-                    ",\"failure_count\":" + std::to_string(death.failure_count) +
-                    ",\"last_error\":" + JsonString(death.last_error) + "}";
-        }
-        deaths += "]";
+        const std::string headers = HeadersJson(d.message.headers);
+        const std::string deaths = DeathsJson(d.message.deaths);
         std::printf(
             "{\"message_id\":\"%016llx\",\"queue\":%s,\"exchange\":%s,\"routing_key\":%s,"
             "\"receive_count\":%u,\"redelivered\":%s,\"failure_count\":%u,\"last_error\":%s,"
@@ -778,6 +859,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "publish") return Publish(client, args);
   if (command == "delayed") return Delayed(client, args);
   if (command == "redrive") return Redrive(client, args);
+  if (command == "peek") return Peek(client, args);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");
 }

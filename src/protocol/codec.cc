@@ -237,6 +237,37 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
   return info;
 }
 
+void ToWire(const PeekedMessage& info, wire::PeekedMessage* out) {
+  ToWire(info.message, out->mutable_message());
+  out->set_position(info.position);
+  out->set_body_bytes(info.body_bytes);
+  out->set_receive_count(info.receive_count);
+  out->set_first_received_at_ms(info.first_received_at_ms);
+  out->set_failure_count(info.failure_count);
+  out->set_last_failed_at_ms(info.last_failed_at_ms);
+  out->set_last_error(info.last_error);
+  out->set_exchange(info.exchange);
+  out->set_routing_key(info.routing_key);
+}
+
+Result<PeekedMessage> FromWire(const wire::PeekedMessage& in) {
+  PeekedMessage info;
+  Headers headers;
+  WHARF_RETURN_IF_ERROR(FromWire(in.message().headers(), &headers));
+  wire::Message message = in.message();
+  info.message = MoveFromWire(&message);
+  info.position = in.position();
+  info.body_bytes = in.body_bytes();
+  info.receive_count = in.receive_count();
+  info.first_received_at_ms = in.first_received_at_ms();
+  info.failure_count = in.failure_count();
+  info.last_failed_at_ms = in.last_failed_at_ms();
+  info.last_error = in.last_error();
+  info.exchange = in.exchange();
+  info.routing_key = in.routing_key();
+  return info;
+}
+
 void ToWire(const RedriveInfo& info, wire::RedriveTask* out) {
   auto* spec = out->mutable_spec();
   spec->set_queue(info.spec.queue);

@@ -45,6 +45,8 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out);
 QueueInfo FromWire(const wire::QueueInfo& in);
 void ToWire(const DelayedInfo& info, wire::DelayedMessage* out);
 Result<DelayedInfo> FromWire(const wire::DelayedMessage& in);
+void ToWire(const PeekedMessage& info, wire::PeekedMessage* out);
+Result<PeekedMessage> FromWire(const wire::PeekedMessage& in);
 void ToWire(const RedriveInfo& info, wire::RedriveTask* out);
 RedriveInfo FromWire(const wire::RedriveTask& in);
 void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out);

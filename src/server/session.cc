@@ -71,6 +71,7 @@ bool Session::IsHeavy(const wire::Frame& frame) {
     case wire::Frame::kListQueues:
     case wire::Frame::kListExchanges:
     case wire::Frame::kReceive:
+    case wire::Frame::kPeek:
       return true;
     default:
       return false;
@@ -212,6 +213,7 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kStartRedrive:
     case wire::Frame::kCancelRedrive:
     case wire::Frame::kRedriveStatus:
+    case wire::Frame::kPeek:
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
@@ -557,6 +559,14 @@ void Session::HandleRequest(Request& request) {
       if (!s.ok()) ReplyStatus(rid, s);
       return;
     }
+    case wire::Frame::kPeek: {
+      const auto& peek = frame.peek();
+      // The answer comes through PeekDone.
+      Status s = broker.Peek(id_, rid, peek.queue(), peek.after_position(), peek.limit(),
+                             peek.with_body());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
     case wire::Frame::kStartRedrive: {
       const auto& start = frame.start_redrive();
       RedriveSpec spec{start.queue(), start.to(),   start.reason(),
@@ -782,6 +792,16 @@ void Session::ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& re
   ok->set_more(result->more);
   ok->set_next_after_deliver_at_ms(result->next_after_deliver_at_ms);
   ok->set_next_after_message_id(result->next_after_message_id);
+  Reply(request_id, std::move(reply));
+}
+
+void Session::PeekDone(uint64_t request_id, const Result<PeekPage>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  auto* ok = reply.mutable_peek_ok();
+  for (const PeekedMessage& m : result->messages) protocol::ToWire(m, ok->add_messages());
+  ok->set_more(result->more);
+  ok->set_next_after_position(result->next_after);
   Reply(request_id, std::move(reply));
 }
 

@@ -56,6 +56,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void CancelDelayedDone(uint64_t request_id, const Result<bool>& result) override;
   void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) override;
   void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) override;
+  void PeekDone(uint64_t request_id, const Result<PeekPage>& result) override;
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
   void Flush() override;
   bool Writable() const override;

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "support/test_server.h"
+#include "integration/helpers.h"
 
 namespace wharf {
 namespace {
@@ -22,13 +22,7 @@ TEST(Metrics, ScrapeShowsQueuesCountersAndLatencies) {
   ASSERT_NE(server.metrics_port(), 0);
   auto client = server.Connect();
   ASSERT_NE(client, nullptr);
-  QueueSpec dlq;
-  dlq.name = "orders.dlq";
-  ASSERT_TRUE(client->DeclareQueue(dlq).ok());
-  QueueSpec orders;
-  orders.name = "orders";
-  orders.arguments["x-dead-letter-queue"] = std::string("orders.dlq");
-  ASSERT_TRUE(client->DeclareQueue(orders).ok());
+  testing::DeclareWithDeadLetterQueue(*client, "orders", "orders.dlq");
   for (int i = 0; i < 3; ++i) {
     Message m;
     m.body = "m" + std::to_string(i);

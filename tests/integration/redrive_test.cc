@@ -10,31 +10,20 @@
 #include <thread>
 #include <vector>
 
-#include "support/test_server.h"
+#include "integration/helpers.h"
 
 namespace wharf {
 namespace {
 
 using std::chrono::milliseconds;
 
-std::string Ctl(const testing::TestServer& server, const std::string& args, int* code) {
-  return testing::RunCommand(
-      std::string(WHARFCTL_PATH) + " --server " + server.address() + " " + args + " 2>&1", code);
-}
+using testing::Ctl;
 
 // Declares `dlq` and `source` (dead-lettering into it) and rejects `count` persistent
 // messages "m0".. from `source` into `dlq`.
 void FillDeadLetterQueue(Client& client, const std::string& source, const std::string& dlq,
                          int count) {
-  QueueSpec d;
-  d.name = dlq;
-  d.durable = true;
-  ASSERT_TRUE(client.DeclareQueue(d).ok());
-  QueueSpec s;
-  s.name = source;
-  s.durable = true;
-  s.arguments["x-dead-letter-queue"] = dlq;
-  ASSERT_TRUE(client.DeclareQueue(s).ok());
+  testing::DeclareWithDeadLetterQueue(client, source, dlq);
   std::vector<std::future<Result<PublishResult>>> confirms;
   for (int i = 0; i < count; ++i) {
     Message m;

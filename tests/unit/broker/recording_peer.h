@@ -40,6 +40,9 @@ class RecordingPeer : public SessionPeer {
   void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) override {
     listings.emplace_back(request_id, result);
   }
+  void PeekDone(uint64_t request_id, const Result<PeekPage>& result) override {
+    peeks.emplace_back(request_id, result);
+  }
   void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) override {
     redrives.emplace_back(request_id, result);
   }
@@ -62,6 +65,7 @@ class RecordingPeer : public SessionPeer {
   std::vector<std::pair<uint64_t, Result<bool>>> cancels;          // CancelDelayedDone
   std::vector<std::pair<uint64_t, Result<DelayedPage>>> listings;  // ListDelayedDone
   std::vector<std::pair<uint64_t, Result<RedriveInfo>>> redrives;  // RedriveDone
+  std::vector<std::pair<uint64_t, Result<PeekPage>>> peeks;        // PeekDone
   int flushes = 0;
   bool writable = true;  // set false to simulate a connection behind on writing
 };

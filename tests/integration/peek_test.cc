@@ -1,0 +1,73 @@
+// wharfctl peek against the real wharfd: a dead-letter queue's messages with their headers,
+// counters and death records, as a table and as JSON, taking none of them.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "integration/helpers.h"
+
+namespace wharf {
+namespace {
+
+using std::chrono::milliseconds;
+
+using testing::Ctl;
+
+TEST(Peek, WharfctlShowsDeadLettersWithTheirStoryAndTakesNothing) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  testing::DeclareWithDeadLetterQueue(*client, "orders", "orders.dlq");
+  for (int i = 0; i < 3; ++i) {
+    Message m;
+    m.body = "order " + std::to_string(i);
+    m.persistent = true;
+    m.headers["tenant"] = std::string("acme");
+    ASSERT_TRUE(client->Publish("", "orders", m).ok());
+  }
+  auto got = client->Receive("orders", 3, milliseconds(2'000));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 3u);
+  for (const auto& d : *got) {
+    NackOptions reject;
+    reject.requeue = false;
+    reject.error = "no such customer";
+    ASSERT_TRUE(client->NackSync(d.delivery_tag, reject).ok());
+  }
+
+  int code = -1;
+  std::string json = Ctl(server, "peek orders.dlq --json", &code);
+  ASSERT_EQ(code, 0) << json;
+  EXPECT_TRUE(json.starts_with("[{\"position\":")) << json;
+  EXPECT_NE(json.find("\"headers\":{\"tenant\":\"\\\"acme\\\"\"}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"deaths\":[{\"reason\":\"rejected\",\"queue\":\"orders\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"last_error\":\"no such customer\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"body\":\"order 2\""), std::string::npos) << json;
+  EXPECT_EQ(json.find("more:"), std::string::npos) << "one page";
+
+  std::string table = Ctl(server, "peek orders.dlq -n 2", &code);
+  ASSERT_EQ(code, 0) << table;
+  EXPECT_NE(table.find("rejected@orders"), std::string::npos) << table;
+  EXPECT_NE(table.find("order 0"), std::string::npos) << table;
+  EXPECT_EQ(table.find("order 2"), std::string::npos) << table;
+  EXPECT_NE(table.find("more: wharfctl peek orders.dlq -n 2 --after "), std::string::npos) << table;
+  std::string rest =
+      Ctl(server, "peek orders.dlq --after " + table.substr(table.rfind("--after ") + 8), &code);
+  EXPECT_EQ(code, 0) << rest;
+  EXPECT_NE(rest.find("order 2"), std::string::npos) << rest;
+
+  // Nothing was taken: a consumer gets all three, each for the first time in this queue.
+  auto dead = client->Receive("orders.dlq", 10, milliseconds(2'000));
+  ASSERT_TRUE(dead.ok());
+  ASSERT_EQ(dead->size(), 3u);
+  for (const auto& d : *dead) EXPECT_EQ(d.receive_count, 1u);
+
+  EXPECT_EQ(Ctl(server, "peek nope", &code).find("'nope' not found") != std::string::npos, true);
+  EXPECT_EQ(code, 1);
+}
+
+}  // namespace
+}  // namespace wharf
