@@ -93,6 +93,10 @@ class Client {
   using ReturnHandler = std::function<void(ReturnedMessage)>;
   using ErrorHandler = std::function<void(Status)>;
   using CancelHandler = std::function<void(const std::string& consumer_tag, std::string reason)>;
+  // Flow control (docs/operations.md): the broker stopped taking this connection's publishes
+  // (blocked, with the watermark that was crossed) or takes them again. While blocked,
+  // publishes wait (a blocking Publish may run into request_timeout); consuming goes on.
+  using BlockedHandler = std::function<void(bool blocked, std::string reason)>;
 
   // Connects, says Hello and logs in. kUnavailable (cannot connect), kDeadlineExceeded,
   // kAuthenticationFailed, kAccessRefused, kUnsupportedVersion.
@@ -200,6 +204,9 @@ class Client {
   void SetReturnHandler(ReturnHandler handler);
   void SetErrorHandler(ErrorHandler handler);
   void SetCancelHandler(CancelHandler handler);
+  void SetBlockedHandler(BlockedHandler handler);
+  // True between the broker's "publishing blocked" and "publishing resumes".
+  bool publishing_blocked() const;
 
   // Round trip to the broker.
   Status Ping();

@@ -93,7 +93,8 @@ struct BrokerMetrics {
   uint64_t deliveries_in_flight = 0;
   Histogram confirm_ms;
   bool store_writable = true;
-  std::string store_error;  // when not writable
+  std::string store_error;          // when not writable
+  bool publishing_blocked = false;  // flow control: set by the server, not the broker
 };
 
 // When a published message becomes visible: after `delay_ms`, or at `deliver_at_ms` (Unix

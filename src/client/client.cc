@@ -1,6 +1,7 @@
 #include "wharf/client.h"
 
 #include <asio.hpp>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -68,6 +69,8 @@ struct Client::Impl {
   ReturnHandler on_return;
   ErrorHandler on_error;
   CancelHandler on_cancel;
+  BlockedHandler on_blocked;
+  std::atomic<bool> publishing_blocked{false};
   std::string close_reason;                           // from the broker's Close frame
   std::unordered_set<uint64_t> abandoned_subscribes;  // Subscribe request ids that timed out
 
@@ -227,6 +230,17 @@ struct Client::Impl {
       case pb::Frame::kClose: {
         std::lock_guard lock(mu);
         close_reason = frame.close().reason();
+        return;
+      }
+      case pb::Frame::kPublishingBlocked: {
+        BlockedHandler handler;
+        {
+          std::lock_guard lock(mu);
+          handler = on_blocked;
+        }
+        const auto& notice = frame.publishing_blocked();
+        publishing_blocked.store(notice.blocked());
+        if (handler) handler(notice.blocked(), notice.reason());
         return;
       }
       default:
@@ -851,6 +865,13 @@ void Client::SetErrorHandler(ErrorHandler handler) {
   std::lock_guard lock(impl_->mu);
   impl_->on_error = std::move(handler);
 }
+void Client::SetBlockedHandler(BlockedHandler handler) {
+  std::lock_guard lock(impl_->mu);
+  impl_->on_blocked = std::move(handler);
+}
+
+bool Client::publishing_blocked() const { return impl_->publishing_blocked.load(); }
+
 void Client::SetCancelHandler(CancelHandler handler) {
   std::lock_guard lock(impl_->mu);
   impl_->on_cancel = std::move(handler);

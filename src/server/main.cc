@@ -66,8 +66,11 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
     return;
   }
   server.ReloadUsers(fresh);
-  spdlog::info("SIGHUP: log reopened; {} users of {} reloaded (other settings need a restart)",
-               fresh.users.size(), config_path);
+  server.SetWatermarks(fresh);
+  spdlog::info(
+      "SIGHUP: log reopened; {} users and the flow watermarks of {} reloaded (other settings "
+      "need a restart)",
+      fresh.users.size(), config_path);
 }
 
 int Run(int argc, char** argv) {

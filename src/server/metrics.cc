@@ -86,6 +86,9 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
           static_cast<double>(m.deliveries_in_flight));
   w.Gauge("wharf_store_writable", "1 while the message store writes; 0 while it fails.",
           m.store_writable ? 1 : 0);
+  w.Gauge("wharf_publishing_blocked",
+          "1 while flow control blocks publishers (a memory or disk watermark is crossed).",
+          m.publishing_blocked ? 1 : 0);
 
   w.PerQueue(m, "wharf_queue_ready", "gauge", "Messages waiting to be delivered.", all,
              [](const QueueMetrics& q) { return static_cast<double>(q.info.ready); });

@@ -57,9 +57,9 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 }
 
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
-  WHARF_RETURN_IF_ERROR(CheckKeys(path, "top level", root,
-                                  {"server", "log", "limits", "store", "scheduler", "auth"}));
-  for (const char* section : {"server", "log", "limits", "store", "scheduler", "auth"}) {
+  WHARF_RETURN_IF_ERROR(CheckKeys(
+      path, "top level", root, {"server", "log", "limits", "store", "scheduler", "flow", "auth"}));
+  for (const char* section : {"server", "log", "limits", "store", "scheduler", "flow", "auth"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -137,6 +137,15 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         ReadInt<uint64_t>(path, scheduler, "max_delay_ms", 0, INT64_MAX, &options->max_delay_ms));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, scheduler, "redrive_rate", 1, 1'000'000, &options->redrive_rate));
+  }
+  if (root.contains("flow")) {
+    const toml::value& flow = root.at("flow");
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "flow", flow, {"memory_high_bytes", "disk_free_low_bytes"}));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, flow, "memory_high_bytes", 0, 1ull << 50,
+                                            &options->memory_high_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, flow, "disk_free_low_bytes", 0, 1ull << 50,
+                                            &options->disk_free_low_bytes));
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");

@@ -48,6 +48,12 @@ struct ServerOptions {
   uint64_t delay_ram_messages = 10'000;   // per durable queue: the nearest kept in RAM
   uint64_t delay_ram_bytes = 8u << 20;
   uint64_t max_delay_ms = 0;  // longer delays are refused; 0 = no limit
+  // [flow]: publishing is blocked while wharfd's resident memory is above memory_high_bytes,
+  // or the data directory's free disk below disk_free_low_bytes (0 = that check is off).
+  // kMemoryHighDefault: 40% of the machine's RAM, worked out at start.
+  static constexpr uint64_t kMemoryHighDefault = UINT64_MAX;
+  uint64_t memory_high_bytes = kMemoryHighDefault;
+  uint64_t disk_free_low_bytes = 512u << 20;
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).

@@ -2,7 +2,10 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <future>
 
 #include "server/metrics.h"
@@ -68,6 +71,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.broker = server->broker_.get();
   server->context_.broker_context = server->broker_context_.get();
   server->context_.users = server->users_.get();
+  server->context_.flow = &server->flow_;
+  server->SetWatermarks(options);
   server->context_.store = server->store_.get();
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
@@ -92,6 +97,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     });
   }
   asio::post(*server->io_contexts_[0], [raw] { raw->Accept(); });
+  server->flow_timer_ = std::make_unique<asio::steady_timer>(*server->io_contexts_[0]);
+  asio::post(*server->io_contexts_[0], [raw] { raw->CheckFlow(); });
   // Recovered queues start loading their heads now, not at the first request.
   asio::post(*server->broker_context_, [raw] { raw->AfterBrokerWork(); });
   spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
@@ -109,6 +116,79 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                  server->metrics_->port());
   }
   return server;
+}
+
+namespace {
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::optional<uint64_t> FreeDiskBytes(const std::string& path) {
+  struct statvfs fs {};
+  if (statvfs(path.c_str(), &fs) != 0) return std::nullopt;
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+uint64_t Mib(uint64_t bytes) { return bytes >> 20; }
+
+}  // namespace
+
+void Server::SetWatermarks(const ServerOptions& options) {
+  uint64_t memory = options.memory_high_bytes;
+  if (memory == ServerOptions::kMemoryHighDefault) {
+    memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+             static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / 10 * 4;
+  }
+  memory_high_.store(memory);
+  disk_free_low_.store(options.disk_free_low_bytes);
+  spdlog::info(
+      "flow control: publishing blocks above {} MiB of memory{} and below {} MiB of "
+      "free disk{}",
+      Mib(memory), memory == 0 ? " (off)" : "", Mib(options.disk_free_low_bytes),
+      options.disk_free_low_bytes == 0 ? " (off)" : "");
+}
+
+void Server::CheckFlow() {
+  std::string reason;
+  const uint64_t memory_high = memory_high_.load();
+  const uint64_t disk_low = disk_free_low_.load();
+  if (memory_high != 0) {
+    if (uint64_t resident = ResidentBytes(); resident > memory_high) {
+      reason = "memory: wharfd uses " + std::to_string(Mib(resident)) +
+               " MiB, above the high watermark of " + std::to_string(Mib(memory_high)) +
+               " MiB ([flow] memory_high_bytes)";
+    }
+  }
+  if (reason.empty() && disk_low != 0) {
+    auto free = FreeDiskBytes(options_.data_dir);
+    if (free && *free < disk_low) {
+      reason = "disk: " + std::to_string(Mib(*free)) +
+               " MiB free where the data directory is, below the watermark of " +
+               std::to_string(Mib(disk_low)) + " MiB ([flow] disk_free_low_bytes)";
+    }
+  }
+  const bool blocked = !reason.empty();
+  if (flow_.Set(blocked, reason)) {
+    if (blocked) {
+      spdlog::warn("flow control: publishing blocked, consumers go on: {}", reason);
+    } else {
+      spdlog::warn("flow control: publishing resumes");
+    }
+    std::lock_guard lock(mu_);
+    for (auto& [id, weak] : sessions_) {
+      if (auto session = weak.lock()) {
+        asio::post(session->executor(), [session] { session->OnFlowChanged(); });
+      }
+    }
+  }
+  flow_timer_->expires_after(kFlowCheckInterval);
+  flow_timer_->async_wait([this](const asio::error_code& ec) {
+    if (!ec) CheckFlow();
+  });
 }
 
 template <typename T>
@@ -129,6 +209,7 @@ std::optional<std::string> Server::CollectMetrics() {
   auto metrics = AskBroker<broker::BrokerMetrics>([this] { return broker_->Metrics(); },
                                                   std::chrono::seconds(2));
   if (!metrics) return std::nullopt;
+  metrics->publishing_blocked = flow_.blocked();
   store::StoreCounters counters = store_->counters();
   return RenderMetrics(*metrics, &counters, clock_.WallMillis());
 }
@@ -264,6 +345,7 @@ void Server::Stop() {
     asio::error_code ignored;
     acceptor_->close(ignored);
     accept_retry_timer_->cancel();
+    if (flow_timer_) flow_timer_->cancel();
   });
   for (auto& session : live) {
     asio::post(session->executor(), [session] { session->Shutdown("server shutting down"); });
@@ -303,6 +385,7 @@ Server::~Server() {
   broker_context_.reset();
   acceptor_.reset();
   accept_retry_timer_.reset();
+  flow_timer_.reset();
   io_contexts_.clear();
 }
 

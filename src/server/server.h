@@ -15,6 +15,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,8 @@ class Server {
 
   // SIGHUP: the config file's users as they are now (server/user_directory.h).
   void ReloadUsers(const ServerOptions& options) { users_->ReloadConfigUsers(options); }
+  // Flow control's watermarks (at start, and on SIGHUP); checked every kFlowCheckInterval.
+  void SetWatermarks(const ServerOptions& options);
 
  private:
   explicit Server(const ServerOptions& options);
@@ -67,6 +70,9 @@ class Server {
   // /healthz' problem ("" when healthy).
   std::optional<std::string> CollectMetrics();
   std::string HealthProblem();
+  // I/O thread 0, every kFlowCheckInterval: blocks or unblocks publishing (docs/operations.md).
+  void CheckFlow();
+  static constexpr std::chrono::milliseconds kFlowCheckInterval{250};
 
   // Set at construction, then immutable.
   const ServerOptions options_;
@@ -86,6 +92,12 @@ class Server {
   std::unique_ptr<store::RocksDbStore> store_;
 
   std::unique_ptr<UserDirectory> users_;
+
+  // Flow control: the state sessions read, the watermarks, and the check's timer (I/O 0).
+  FlowState flow_;
+  std::atomic<uint64_t> memory_high_{0};
+  std::atomic<uint64_t> disk_free_low_{0};
+  std::unique_ptr<asio::steady_timer> flow_timer_;
 
   // Stopped first in Stop(): its handlers post to the broker thread.
   std::unique_ptr<MetricsServer> metrics_;

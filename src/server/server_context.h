@@ -7,8 +7,11 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <string>
 
 #include "broker/broker.h"
 #include "server/options.h"
@@ -16,6 +19,28 @@
 #include "store/message_store.h"
 
 namespace wharf::server {
+
+// Flow control (docs/operations.md): whether publishing is blocked, and why. Written by the
+// server's watermark check (I/O thread 0), read by every session's I/O thread.
+class FlowState {
+ public:
+  bool blocked() const { return blocked_.load(std::memory_order_acquire); }
+  std::string reason() const {
+    std::lock_guard lock(mu_);
+    return reason_;
+  }
+  // Returns true when that changed the state.
+  bool Set(bool blocked, std::string reason) {
+    std::lock_guard lock(mu_);
+    reason_ = std::move(reason);
+    return blocked_.exchange(blocked, std::memory_order_acq_rel) != blocked;
+  }
+
+ private:
+  std::atomic<bool> blocked_{false};
+  mutable std::mutex mu_;  // a leaf lock
+  std::string reason_;
+};
 
 struct ServerContext {
   const ServerOptions* options = nullptr;
@@ -28,6 +53,7 @@ struct ServerContext {
   store::MessageStore* store = nullptr;
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
+  FlowState* flow = nullptr;
   // Thread: the session's I/O thread. Called once when a session's socket is closed.
   std::function<void(uint64_t session_id)> on_session_closed;
 };

@@ -61,7 +61,7 @@ void Session::Start() {
 }
 
 bool Session::ReadingAllowed() const {
-  return Reading() && batches_in_flight_ < kMaxBatchesInFlight &&
+  return Reading() && !held_ && batches_in_flight_ < kMaxBatchesInFlight &&
          pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes &&
          queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
 }
@@ -79,6 +79,11 @@ bool Session::IsHeavy(const wire::Frame& frame) {
 }
 
 void Session::ReadLoop() {
+  // A publish held by flow control goes first once publishing is allowed and there is room.
+  if (held_ && !context_->flow->blocked() && Reading() &&
+      batches_in_flight_ < kMaxBatchesInFlight) {
+    return DecodeBuffered();
+  }
   if (reading_ || !ReadingAllowed()) return;
   // Decode what is already buffered before reading more, so the buffer stays bounded.
   if (decoder_.FrameReady()) return DecodeBuffered();
@@ -118,9 +123,14 @@ bool Session::Reading() const {
 void Session::DecodeBuffered() {
   while (Reading() && batches_in_flight_ < kMaxBatchesInFlight) {
     std::vector<Request> batch;
+    if (held_) {
+      if (context_->flow->blocked()) return;  // OnFlowChanged resumes
+      batch.push_back(std::move(*held_));
+      held_.reset();
+    }
     size_t batch_bytes = 0;
     Status stop;
-    while (stop.ok() && batch_bytes < kMaxBatchBytes) {
+    while (stop.ok() && batch_bytes < kMaxBatchBytes && !held_) {
       auto next = decoder_.Next();
       if (!next.ok()) {
         stop = next.status();
@@ -136,6 +146,7 @@ void Session::DecodeBuffered() {
     }
     // Requests read before a bad frame still run, and their replies precede the Error.
     if (!batch.empty()) PostBatch(std::move(batch));
+    if (held_ && stop.ok()) return;  // blocked: read nothing more (OnFlowChanged resumes)
     if (!stop.ok()) {
       if (client_closed_) {
         BeginClose(Status::Ok(), "client closed");
@@ -223,8 +234,37 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
                                                       std::to_string(request.frame.body_case()) +
                                                       " is sent by the broker, never by a client");
   }
+  if (request.frame.body_case() == wire::Frame::kPublish) {
+    has_published_ = true;
+    if (context_->flow && context_->flow->blocked()) {
+      // Flow control: this publish, and everything after it on this connection, waits until
+      // the broker takes publishes again (OnFlowChanged). The socket is not read meanwhile.
+      if (!told_blocked_) SendBlockedNotice(true);
+      held_ = std::move(request);
+      return Status::Ok();
+    }
+  }
   batch->push_back(std::move(request));
   return Status::Ok();
+}
+
+void Session::SendBlockedNotice(bool blocked) {
+  wire::Frame notice;
+  notice.mutable_publishing_blocked()->set_blocked(blocked);
+  if (blocked) notice.mutable_publishing_blocked()->set_reason(context_->flow->reason());
+  SendFrame(notice);
+  told_blocked_ = blocked;
+  spdlog::info("conn={} user={} publishing {}", id_, user_, blocked ? "blocked" : "unblocked");
+}
+
+void Session::OnFlowChanged() {
+  if (state_ != State::kOpen) return;
+  if (context_->flow->blocked()) {
+    if (has_published_ && !told_blocked_) SendBlockedNotice(true);
+    return;
+  }
+  if (told_blocked_) SendBlockedNotice(false);
+  if (held_) DecodeBuffered();
 }
 
 Status Session::HandleHello(const wire::Frame& frame) {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -59,6 +60,10 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void PeekDone(uint64_t request_id, const Result<PeekPage>& result) override;
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
   void Flush() override;
+
+  // Thread: the session's I/O thread. Publishing was blocked or unblocked (ServerContext::flow):
+  // tells a publishing client, and resumes a held publish.
+  void OnFlowChanged();
   bool Writable() const override;
 
  private:
@@ -123,6 +128,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void SendCloseFrames(const Status& status);
   void CloseSocket(std::string_view reason);
   bool ReadingAllowed() const;
+  void SendBlockedNotice(bool blocked);
 
   // --- Broker thread --------------------------------------------------------------------------
   void Execute(std::vector<Request>& batch);
@@ -148,7 +154,12 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   bool reading_ = false;
   bool writing_ = false;
   bool client_closed_ = false;  // the client sent Close
-  bool close_sent_ = false;     // Close is queued: write nothing more, then close the socket
+  // Flow control (I/O thread): a publish read while publishing is blocked, and everything
+  // after it, waits; this connection published at least once; it was told it is blocked.
+  std::optional<Request> held_;
+  bool has_published_ = false;
+  bool told_blocked_ = false;
+  bool close_sent_ = false;  // Close is queued: write nothing more, then close the socket
   bool opened_in_broker_ = false;
   uint64_t close_request_id_ = 0;  // the Hello/Authenticate a handshake error answers
   uint32_t batches_in_flight_ = 0;

@@ -223,6 +223,9 @@ max_bytes = 1048576
 max_files = 3
 [scheduler]
 redrive_rate = 250
+[flow]
+memory_high_bytes = 1073741824
+disk_free_low_bytes = 0
 )",
                   &options);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -233,8 +236,12 @@ redrive_rate = 250
   EXPECT_EQ(options.log_max_bytes, 1u << 20);
   EXPECT_EQ(options.log_max_files, 3u);
   EXPECT_EQ(options.redrive_rate, 250u);
+  EXPECT_EQ(options.memory_high_bytes, 1u << 30);
+  EXPECT_EQ(options.disk_free_low_bytes, 0u);
   ServerOptions defaults;
   EXPECT_FALSE(defaults.metrics_enabled) << "off unless asked for";
+  EXPECT_EQ(defaults.memory_high_bytes, ServerOptions::kMemoryHighDefault) << "40% of RAM";
+  EXPECT_EQ(defaults.disk_free_low_bytes, 512u << 20);
   ServerOptions bad;
   Status refused = Load("[server]\nmetrics_listen = \"9568\"\n", &bad);
   EXPECT_EQ(refused.code(), StatusCode::kInvalidConfig);
