@@ -110,12 +110,13 @@ struct PeekPage {
 // A redrive: moves a dead-letter queue's messages back to where they died (docs/lifecycle.md,
 // "Redrive"). Runs inside the broker; its progress is stored with every move.
 struct RedriveSpec {
-  std::string queue;     // the dead-letter queue to empty
-  std::string to;        // every message to this queue; "" = each to the queue it died in
-  std::string reason;    // only messages whose last death has this reason; "" = all
-  uint64_t limit = 0;    // move at most this many; 0 = all
-  uint32_t rate = 0;     // messages per second at most; 0 = the broker's default
-  bool dry_run = false;  // count what would move, move nothing
+  std::string queue;        // the dead-letter queue to empty
+  std::string to;           // every message to this queue; "" = each to the queue it died in
+  std::string reason;       // only messages whose last death has this reason; "" = all
+  uint64_t limit = 0;       // move at most this many; 0 = all
+  uint32_t rate = 0;        // messages per second at most; 0 = the broker's default
+  bool dry_run = false;     // count what would move, move nothing
+  uint64_t message_id = 0;  // only this message (wharfctl requeue); 0 = any
 };
 
 struct RedriveTargetCount {

@@ -317,6 +317,7 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
     task.stored.cursor_seq = seq + 1;
     return true;
   };
+  if (spec.message_id != 0 && m.id != spec.message_id) return skip(&info.skipped_not_matching);
   if (!spec.reason.empty() && (m.deaths.empty() || m.deaths[0].reason != spec.reason)) {
     return skip(&info.skipped_not_matching);
   }

@@ -578,6 +578,7 @@ Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
   start->set_limit(spec.limit);
   start->set_rate(spec.rate);
   start->set_dry_run(spec.dry_run);
+  start->set_message_id(spec.message_id);
   auto reply = impl_->Call(std::move(frame));
   if (!reply.ok()) return reply.status();
   return protocol::FromWire(reply->redrive_ok().task());

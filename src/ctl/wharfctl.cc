@@ -66,6 +66,11 @@ Commands:
                                         --follow shows it to the end ('redrive start DLQ' for
                                         a queue named status or cancel)
   redrive status [DLQ] [--json]         the last redrive of DLQ, or of every queue
+  move SRC --to DST [--limit N] [--rate N] [--json]
+                                        move SRC's ready messages to DST in order, inside the
+                                        broker (exactly once, survives restarts; shows progress)
+  requeue QUEUE ID [--to DST] [--json]  move one ready message by id (hex) back to the queue it
+                                        died in, or to DST
   redrive cancel DLQ                    stop a running redrive (what moved stays moved)
   users [--json]                        list users (admins only)
   add-user NAME [--admin] [--new-password P]
@@ -471,6 +476,62 @@ int Redrive(wharf::Client& client, const Args& args) {
   return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
 }
 
+// `wharfctl move SRC --to DST` and `wharfctl requeue QUEUE ID`: a redrive to a named queue
+// (every ready message, or one by id), followed to its end.
+int MoveMessages(wharf::Client& client, const Args& args, bool one) {
+  const auto& p = args.positional;
+  if (one ? p.size() != 2 : p.size() != 1) {
+    return Usage(one ? "requeue needs QUEUE ID" : "move needs SRC (and --to DST)");
+  }
+  wharf::RedriveSpec spec;
+  spec.queue = p[0];
+  if (args.options.count("--to")) spec.to = args.options.at("--to");
+  if (one) {
+    auto id = ParseMessageId(p[1]);
+    if (!id) return Usage("message id '" + p[1] + "' is not a hex id like 0190a3c5e2f40001");
+    spec.message_id = *id;
+    spec.limit = 1;
+  } else {
+    if (spec.to.empty()) return Usage("move needs --to DST");
+    if (args.options.count("--limit")) spec.limit = std::stoull(args.options.at("--limit"));
+  }
+  if (args.options.count("--rate")) {
+    spec.rate = static_cast<uint32_t>(std::stoul(args.options.at("--rate")));
+    if (spec.rate == 0 || spec.rate > 1'000'000) {
+      return Usage("--rate needs messages per second, 1 to 1000000");
+    }
+  } else {
+    spec.rate = one ? 0 : 100'000;  // an operator's move goes as fast as the broker allows
+  }
+  auto started = client.StartRedrive(spec);
+  if (!started.ok()) return Refused(started.status());
+  auto done = FollowRedrive(client, spec.queue);
+  if (!done.ok()) return Refused(done.status());
+  if (args.flags.count("--json")) {
+    std::puts(RedriveJson(*done).c_str());
+  } else if (!one) {
+    std::printf("%s from '%s' to '%s': %s\n",
+                std::string(wharf::RedriveStateName(done->state)).c_str(), spec.queue.c_str(),
+                spec.to.c_str(), RedriveSummary(*done).c_str());
+  }
+  if (one) {
+    if (done->moved != 1) {
+      std::fprintf(stderr,
+                   "wharfctl: message %016llx is not ready in queue '%s' (in flight, delayed, "
+                   "settled, or never there)%s\n",
+                   static_cast<unsigned long long>(spec.message_id), spec.queue.c_str(),
+                   done->skipped_no_target > 0 ? ", or it has no queue to go back to (--to)" : "");
+      return 1;
+    }
+    if (!args.flags.count("--json")) {
+      std::printf("message %016llx requeued from '%s' to '%s'\n",
+                  static_cast<unsigned long long>(spec.message_id), spec.queue.c_str(),
+                  done->targets.empty() ? "?" : done->targets[0].queue.c_str());
+    }
+  }
+  return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
+}
+
 int ListQueues(wharf::Client& client, const Args& args) {
   auto queues =
       client.ListQueues(args.options.count("--prefix") ? args.options.at("--prefix") : "");
@@ -860,6 +921,8 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "delayed") return Delayed(client, args);
   if (command == "redrive") return Redrive(client, args);
   if (command == "peek") return Peek(client, args);
+  if (command == "move") return MoveMessages(client, args, /*one=*/false);
+  if (command == "requeue") return MoveMessages(client, args, /*one=*/true);
   if (command == "consume") return Consume(client, args);
   return Usage("unknown command '" + command + "'");
 }

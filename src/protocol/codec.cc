@@ -276,6 +276,7 @@ void ToWire(const RedriveInfo& info, wire::RedriveTask* out) {
   spec->set_limit(info.spec.limit);
   spec->set_rate(info.spec.rate);
   spec->set_dry_run(info.spec.dry_run);
+  spec->set_message_id(info.spec.message_id);
   out->set_state(static_cast<wire::RedriveTask::State>(info.state));
   out->set_detail(info.detail);
   out->set_started_at_ms(info.started_at_ms);
@@ -302,6 +303,7 @@ RedriveInfo FromWire(const wire::RedriveTask& in) {
   info.spec.limit = in.spec().limit();
   info.spec.rate = in.spec().rate();
   info.spec.dry_run = in.spec().dry_run();
+  info.spec.message_id = in.spec().message_id();
   // An unknown state (a newer broker) reads as running: the task is not known to be over.
   info.state = in.state() >= wire::RedriveTask::FINISHED && in.state() <= wire::RedriveTask::FAILED
                    ? static_cast<RedriveInfo::State>(in.state())

@@ -609,8 +609,8 @@ void Session::HandleRequest(Request& request) {
     }
     case wire::Frame::kStartRedrive: {
       const auto& start = frame.start_redrive();
-      RedriveSpec spec{start.queue(), start.to(),   start.reason(),
-                       start.limit(), start.rate(), start.dry_run()};
+      RedriveSpec spec{start.queue(), start.to(),      start.reason(),    start.limit(),
+                       start.rate(),  start.dry_run(), start.message_id()};
       // The answer comes through RedriveDone.
       Status s = broker.StartRedrive(id_, rid, std::move(spec));
       if (!s.ok()) ReplyStatus(rid, s);

@@ -253,6 +253,7 @@ pb::RedriveRecord ToRecord(const StoredRedrive& redrive) {
     out->set_queue(target.queue);
     out->set_messages(target.messages);
   }
+  record.set_message_id(info.spec.message_id);
   record.set_cursor_seq(redrive.cursor_seq);
   record.set_end_seq(redrive.end_seq);
   return record;
@@ -271,6 +272,7 @@ Result<StoredRedrive> FromRecord(const pb::RedriveRecord& record) {
   info.spec.reason = record.reason();
   info.spec.limit = record.limit();
   info.spec.rate = record.rate();
+  info.spec.message_id = record.message_id();
   info.state = static_cast<RedriveInfo::State>(record.state());
   info.detail = record.detail();
   info.started_at_ms = record.started_at_ms();

@@ -160,5 +160,46 @@ TEST(Redrive, WharfctlDryRunCancelAndErrors) {
   EXPECT_TRUE(server.running());
 }
 
+TEST(Redrive, WharfctlRequeuesOneMessageByIdAndMovesTheRest) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  FillDeadLetterQueue(*client, "jobs", "jobs.dlq", 5);
+  QueueSpec other;
+  other.name = "other";
+  ASSERT_TRUE(client->DeclareQueue(other).ok());
+  auto page = client->Peek("jobs.dlq", 0, 10, false);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->messages.size(), 5u);
+  char id[24];
+  std::snprintf(id, sizeof id, "%016llx",
+                static_cast<unsigned long long>(page->messages[2].message.id));
+
+  int code = -1;
+  std::string out = Ctl(server, std::string("requeue jobs.dlq ") + id, &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find(std::string("message ") + id + " requeued from 'jobs.dlq' to 'jobs'"),
+            std::string::npos)
+      << out;
+  auto back = client->Receive("jobs", 10, milliseconds(2'000));
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), 1u);
+  EXPECT_EQ((*back)[0].message.body, "m2");
+  client->Ack((*back)[0].delivery_tag);
+  out = Ctl(server, std::string("requeue jobs.dlq ") + id, &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("is not ready in queue 'jobs.dlq'"), std::string::npos) << out;
+
+  out = Ctl(server, "move jobs.dlq --to other", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("finished from 'jobs.dlq' to 'other': moved 4 (other 4)"), std::string::npos)
+      << out;
+  EXPECT_EQ(Ready(*client, "jobs.dlq"), 0u);
+  EXPECT_EQ(Ready(*client, "other"), 4u);
+  out = Ctl(server, "move other", &code);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("move needs --to DST"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace wharf

@@ -177,6 +177,24 @@ TEST_P(BrokerRedriveTest, ReasonToAndLimitChooseWhatMoves) {
   EXPECT_EQ(Bodies(Take("dlq")), (std::vector<std::string>{"r3"}));
 }
 
+// wharfctl requeue: one message by id, wherever it is in the queue; the others stay in order.
+TEST_P(BrokerRedriveTest, OneMessageById) {
+  DeclareWith("dlq");
+  DeclareSource("jobs", "dlq");
+  Reject("jobs", Numbered("m", 5));
+  auto all = Take("dlq", 5);
+  ASSERT_EQ(all.size(), 5u);
+  const uint64_t id = all[3].envelope->message.id;
+  for (const auto& d : all) ASSERT_TRUE(broker_->Nack(kS1, d.delivery_tag, false, true).ok());
+  Drain();
+  ASSERT_TRUE(Start(RedriveSpec{"dlq", "", "", 1, 0, false, id}).ok());
+  RedriveInfo done = RunToEnd("dlq");
+  EXPECT_EQ(done.moved, 1u);
+  EXPECT_EQ(done.detail, "limit reached");
+  EXPECT_EQ(Bodies(Take("jobs")), (std::vector<std::string>{"m3"}));
+  EXPECT_EQ(Bodies(Take("dlq")), (std::vector<std::string>{"m0", "m1", "m2", "m4"}));
+}
+
 TEST_P(BrokerRedriveTest, TheRateLimitsTheMoves) {
   DeclareWith("dlq");
   DeclareSource("jobs", "dlq");

@@ -587,7 +587,7 @@ TEST_F(RocksDbStoreTest, RedrivesAreKeptUntilTheirQueueIsRemoved) {
   Open();
   StoredRedrive redrive;
   redrive.queue_id = 2;
-  redrive.info.spec = RedriveSpec{"dlq", "orders", "rejected", 50, 250, false};
+  redrive.info.spec = RedriveSpec{"dlq", "orders", "rejected", 50, 250, false, 0xabc};
   redrive.info.state = RedriveInfo::State::kRunning;
   redrive.info.started_at_ms = 1'700'000'000'000;
   redrive.info.total = 90;
@@ -612,6 +612,7 @@ TEST_F(RocksDbStoreTest, RedrivesAreKeptUntilTheirQueueIsRemoved) {
   EXPECT_EQ(got.info.spec.reason, "rejected");
   EXPECT_EQ(got.info.spec.limit, 50u);
   EXPECT_EQ(got.info.spec.rate, 250u);
+  EXPECT_EQ(got.info.spec.message_id, 0xabcu);
   EXPECT_EQ(got.info.state, RedriveInfo::State::kRunning);
   EXPECT_EQ(got.info.started_at_ms, 1'700'000'000'000);
   EXPECT_EQ(got.info.total, 90u);
