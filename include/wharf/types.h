@@ -61,7 +61,14 @@ struct QueueInfo {
   uint64_t delivered_total = 0;
   uint64_t acked_total = 0;
   uint64_t delayed = 0;  // routed here, waiting for their delivery time (docs/scheduler.md)
-  int64_t next_delayed_at_ms = 0;  // the earliest of them, Unix ms; 0 = none (or not loaded)
+  int64_t next_delayed_at_ms = 0;    // the earliest of them, Unix ms; 0 = none (or not loaded)
+  Headers arguments;                 // as declared (x-lease-ms, x-dead-letter-queue, ...)
+  std::string dead_letter_target;    // the queue, or "exchange 'x'"; "" = none
+  int64_t head_published_at_ms = 0;  // of the next ready message, Unix ms; 0 = none in RAM
+  // Per second over the last 5-second window.
+  double publish_rate = 0;
+  double deliver_rate = 0;
+  double ack_rate = 0;
 };
 
 // A message waiting in a queue until its delivery time (Client::ListDelayed).

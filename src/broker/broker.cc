@@ -501,7 +501,16 @@ void Broker::MaybeAutoDeleteExchange(const std::string& name) {
   }
 }
 
+void Broker::RefreshRates() const {
+  const SteadyTime now = clock_->Now();
+  if (rates_at_ && now - *rates_at_ < kRateWindow) return;
+  const double seconds = rates_at_ ? std::chrono::duration<double>(now - *rates_at_).count() : 0.0;
+  for (const auto& [name, queue] : queues_) queue->UpdateRates(seconds);
+  rates_at_ = now;
+}
+
 std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix) const {
+  RefreshRates();
   std::vector<QueueInfo> out;
   for (auto it = queues_.lower_bound(prefix); it != queues_.end(); ++it) {
     if (!it->first.starts_with(prefix)) break;
@@ -938,6 +947,7 @@ void Broker::Flush() {
     }
   }
   CommitPending();
+  RefreshRates();
   for (auto& queue : std::exchange(pending_loads_, {})) {
     if (queue->deleted) continue;
     RequestLoad(queue);

@@ -76,9 +76,7 @@ struct BrokerOptions {
 
 struct QueueMetrics {
   QueueInfo info;
-  bool dead_letter_queue = false;    // another queue names it as its x-dead-letter-queue
-  std::string dead_letter_target;    // its own x-dead-letter-queue (or exchange), "" = none
-  int64_t head_published_at_ms = 0;  // of the next ready message; 0 = none in RAM
+  bool dead_letter_queue = false;  // another queue names it as its x-dead-letter-queue
   uint64_t nacked_total = 0;
   uint64_t redelivered_total = 0;
   uint64_t dead_lettered_total = 0;
@@ -427,6 +425,11 @@ class Broker {
   std::map<std::string, RedriveTask, std::less<>> redrives_;
   uint64_t next_redrive_serial_ = 1;
   Histogram confirm_ms_;  // publish to confirm of persistent messages
+  // Queue rates (QueueInfo::publish_rate, ...): refreshed at most every kRateWindow, from
+  // Flush when busy and from the listings when idle (no timer of their own).
+  void RefreshRates() const;
+  static constexpr std::chrono::seconds kRateWindow{5};
+  mutable std::optional<SteadyTime> rates_at_;
 };
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].

@@ -7,6 +7,7 @@
 namespace wharf::broker {
 
 BrokerMetrics Broker::Metrics() const {
+  RefreshRates();
   BrokerMetrics out;
   std::set<std::string, std::less<>> dead_letter_queues;
   for (const auto& [name, queue] : queues_) {
@@ -22,14 +23,7 @@ BrokerMetrics Broker::Metrics() const {
   for (const auto& [name, queue] : queues_) {
     QueueMetrics m;
     m.info = queue->Info();
-    const QueuePolicy& policy = queue->policy();
     m.dead_letter_queue = dead_letter_queues.contains(name);
-    if (!policy.dead_letter_queue.empty()) {
-      m.dead_letter_target = policy.dead_letter_queue;
-    } else if (policy.dead_letter_exchange) {
-      m.dead_letter_target = "exchange " + Quote(*policy.dead_letter_exchange);
-    }
-    m.head_published_at_ms = queue->HeadPublishedAt();
     m.nacked_total = queue->nacked_total;
     m.redelivered_total = queue->redelivered_total;
     m.dead_lettered_total = queue->dead_lettered_total;

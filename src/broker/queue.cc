@@ -231,7 +231,28 @@ QueueInfo Queue::Info() const {
   info.acked_total = acked_total;
   info.delayed = delayed_.size();
   if (auto head = delayed_.head_due()) info.next_delayed_at_ms = *head;
+  info.arguments = spec_.arguments;
+  if (!policy_.dead_letter_queue.empty()) {
+    info.dead_letter_target = policy_.dead_letter_queue;
+  } else if (policy_.dead_letter_exchange) {
+    info.dead_letter_target = "exchange '" + *policy_.dead_letter_exchange + "'";
+  }
+  info.head_published_at_ms = HeadPublishedAt();
+  info.publish_rate = rates_.publish;
+  info.deliver_rate = rates_.deliver;
+  info.ack_rate = rates_.ack;
   return info;
+}
+
+void Queue::UpdateRates(double seconds) {
+  if (seconds > 0) {
+    rates_.publish = static_cast<double>(published_total - rates_.published) / seconds;
+    rates_.deliver = static_cast<double>(delivered_total - rates_.delivered) / seconds;
+    rates_.ack = static_cast<double>(acked_total - rates_.acked) / seconds;
+  }
+  rates_.published = published_total;
+  rates_.delivered = delivered_total;
+  rates_.acked = acked_total;
 }
 
 }  // namespace wharf::broker

@@ -219,6 +219,8 @@ class Queue {
   QueueInfo Info() const;
   // The Unix ms publish time of the next ready message to deliver; 0 when none is in RAM.
   int64_t HeadPublishedAt() const;
+  // Rates per second from the counters' change since the last call, `seconds` ago.
+  void UpdateRates(double seconds);
 
  private:
   void NoteExpiry(const QueuedMessage& m);
@@ -238,6 +240,11 @@ class Queue {
   uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
   uint64_t tombstones_ = 0;      // entries of ready_ taken out by expiry (no envelope)
   std::vector<std::pair<uint64_t, int64_t>> new_expiries_;
+  struct Rates {
+    // The counters at the last update (0 before it: a new queue starts from nothing).
+    uint64_t published = 0, delivered = 0, acked = 0;
+    double publish = 0, deliver = 0, ack = 0;
+  } rates_;
   uint64_t estimate_ = 0;  // > 0: paged_ counts a recovery estimate this large
   uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;

@@ -29,7 +29,10 @@ Without --user, wharfctl logs in as the built-in loopback user (guest).
 Default server: 127.0.0.1:5680.
 
 Commands:
-  queues [--prefix P] [--json]          list queues (ready, delayed, in flight, consumers)
+  queues [--prefix P] [--json]          list queues: ready, delayed, in flight, consumers, age
+                                        of the oldest ready message, publish/deliver/ack
+                                        rates (5 s window), dead-letter target
+  queue show QUEUE [--json]             one queue's figures and arguments
   exchanges [--json]                    list exchanges
   declare-queue NAME [--transient] [--exclusive] [--auto-delete]
   delete-queue NAME [--if-unused] [--if-empty]
@@ -66,12 +69,12 @@ Commands:
                                         --follow shows it to the end ('redrive start DLQ' for
                                         a queue named status or cancel)
   redrive status [DLQ] [--json]         the last redrive of DLQ, or of every queue
+  redrive cancel DLQ                    stop a running redrive (what moved stays moved)
   move SRC --to DST [--limit N] [--rate N] [--json]
                                         move SRC's ready messages to DST in order, inside the
                                         broker (exactly once, survives restarts; shows progress)
   requeue QUEUE ID [--to DST] [--json]  move one ready message by id (hex) back to the queue it
                                         died in, or to DST
-  redrive cancel DLQ                    stop a running redrive (what moved stays moved)
   users [--json]                        list users (admins only)
   add-user NAME [--admin] [--new-password P]
                                         create or replace a user kept by the broker (admins
@@ -144,6 +147,8 @@ std::string JsonString(const std::string& s) {
 }
 
 // K=V: V is an integer if it parses as one, true/false as bool, else a string.
+std::string HeadersJson(const wharf::Headers& headers);  // below, with the message JSON
+
 bool ParseHeader(const std::string& kv, wharf::Headers* headers, std::string* error) {
   size_t eq = kv.find('=');
   if (eq == std::string::npos || eq == 0) return *error = "header '" + kv + "' is not K=V", false;
@@ -168,6 +173,29 @@ int Refused(const wharf::Status& status) {
 int Usage(const std::string& message) {
   std::fprintf(stderr, "wharfctl: %s\n\n%s", message.c_str(), kUsage);
   return 2;
+}
+
+// `wharfctl COMMAND --help`: that command's lines of the usage text.
+int CommandHelp(const std::string& command) {
+  std::string out;
+  bool in_command = false;
+  size_t start = 0;
+  const std::string usage = kUsage;
+  while (start < usage.size()) {
+    size_t end = usage.find('\n', start);
+    if (end == std::string::npos) end = usage.size();
+    std::string line = usage.substr(start, end - start);
+    start = end + 1;
+    const bool continuation = line.starts_with("        ");  // wrapped text or options
+    if (!continuation) {
+      in_command = line.starts_with("  " + command + " ") || line == "  " + command;
+    }
+    if (in_command) out += line + "\n";
+  }
+  if (out.empty()) return Usage("unknown command '" + command + "'");
+  std::printf("usage: wharfctl [--server HOST:PORT] [--user U --password P] ...\n\n%s",
+              out.c_str());
+  return 0;
 }
 
 int HashPassword(const Args& args) {
@@ -532,6 +560,51 @@ int MoveMessages(wharf::Client& client, const Args& args, bool one) {
   return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
 }
 
+// How long the next ready message has waited (since its publish), in ms; -1 when unknown.
+int64_t OldestAgeMs(const wharf::QueueInfo& q) {
+  if (q.head_published_at_ms == 0) return -1;
+  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  return std::max<int64_t>(0, now - q.head_published_at_ms);
+}
+
+// "-", "850ms", "42s", "17m", "5h", "3d".
+std::string Age(int64_t ms) {
+  if (ms < 0) return "-";
+  if (ms < 1'000) return std::to_string(ms) + "ms";
+  int64_t s = ms / 1'000;
+  if (s < 120) return std::to_string(s) + "s";
+  if (s < 7'200) return std::to_string(s / 60) + "m";
+  if (s < 172'800) return std::to_string(s / 3'600) + "h";
+  return std::to_string(s / 86'400) + "d";
+}
+
+std::string Rate(double per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", per_second);
+  return buf;
+}
+
+// One queue as `queues --json` and `queue show --json` print it.
+std::string QueueJson(const wharf::QueueInfo& q) {
+  return std::string("{\"name\":") + JsonString(q.name) +
+         ",\"durable\":" + (q.durable ? "true" : "false") +
+         ",\"exclusive\":" + (q.exclusive ? "true" : "false") +
+         ",\"auto_delete\":" + (q.auto_delete ? "true" : "false") +
+         ",\"ready\":" + std::to_string(q.ready) + ",\"in_flight\":" + std::to_string(q.in_flight) +
+         ",\"delayed\":" + std::to_string(q.delayed) +
+         ",\"next_delayed_at_ms\":" + std::to_string(q.next_delayed_at_ms) +
+         ",\"consumers\":" + std::to_string(q.consumers) +
+         ",\"published_total\":" + std::to_string(q.published_total) +
+         ",\"delivered_total\":" + std::to_string(q.delivered_total) +
+         ",\"acked_total\":" + std::to_string(q.acked_total) +
+         ",\"dead_letter_target\":" + JsonString(q.dead_letter_target) +
+         ",\"oldest_ready_age_ms\":" + std::to_string(OldestAgeMs(q)) +
+         ",\"publish_rate\":" + Rate(q.publish_rate) + ",\"deliver_rate\":" + Rate(q.deliver_rate) +
+         ",\"ack_rate\":" + Rate(q.ack_rate) + ",\"arguments\":" + HeadersJson(q.arguments) + "}";
+}
+
 int ListQueues(wharf::Client& client, const Args& args) {
   auto queues =
       client.ListQueues(args.options.count("--prefix") ? args.options.at("--prefix") : "");
@@ -540,33 +613,71 @@ int ListQueues(wharf::Client& client, const Args& args) {
     std::string out = "[";
     for (size_t i = 0; i < queues->size(); ++i) {
       const auto& q = (*queues)[i];
-      out += (i ? ",\n " : "") + std::string("{\"name\":") + JsonString(q.name) +
-             ",\"durable\":" + (q.durable ? "true" : "false") +
-             ",\"exclusive\":" + (q.exclusive ? "true" : "false") +
-             ",\"auto_delete\":" + (q.auto_delete ? "true" : "false") +
-             ",\"ready\":" + std::to_string(q.ready) +
-             ",\"in_flight\":" + std::to_string(q.in_flight) +
-             ",\"delayed\":" + std::to_string(q.delayed) +
-             ",\"next_delayed_at_ms\":" + std::to_string(q.next_delayed_at_ms) +
-             ",\"consumers\":" + std::to_string(q.consumers) +
-             ",\"published_total\":" + std::to_string(q.published_total) +
-             ",\"delivered_total\":" + std::to_string(q.delivered_total) +
-             ",\"acked_total\":" + std::to_string(q.acked_total) + "}";
+      out += (i ? ",\n " : "") + QueueJson(q);
     }
     std::puts((out + "]").c_str());
     return 0;
   }
-  std::printf("%-32s %10s %10s %10s %10s  %s\n", "NAME", "READY", "DELAYED", "IN_FLIGHT",
-              "CONSUMERS", "FLAGS");
+  std::printf("%-28s %9s %8s %9s %5s %8s %8s %8s %8s  %s\n", "NAME", "READY", "DELAYED",
+              "IN_FLIGHT", "CONS", "OLDEST", "PUB/S", "DELIV/S", "ACK/S", "DEAD-LETTERS TO");
   for (const auto& q : *queues) {
-    std::string flags = q.durable ? "durable" : "transient";
-    if (q.exclusive) flags += ",exclusive";
-    if (q.auto_delete) flags += ",auto-delete";
-    std::printf("%-32s %10llu %10llu %10llu %10u  %s\n", q.name.c_str(),
-                static_cast<unsigned long long>(q.ready),
-                static_cast<unsigned long long>(q.delayed),
-                static_cast<unsigned long long>(q.in_flight), q.consumers, flags.c_str());
+    std::printf(
+        "%-28s %9llu %8llu %9llu %5u %8s %8s %8s %8s  %s\n", q.name.c_str(),
+        static_cast<unsigned long long>(q.ready), static_cast<unsigned long long>(q.delayed),
+        static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestAgeMs(q)).c_str(),
+        Rate(q.publish_rate).c_str(), Rate(q.deliver_rate).c_str(), Rate(q.ack_rate).c_str(),
+        q.dead_letter_target.empty() ? "-" : q.dead_letter_target.c_str());
   }
+  return 0;
+}
+
+// `wharfctl queue show Q`: one queue's arguments and figures.
+int ShowQueue(wharf::Client& client, const Args& args) {
+  if (args.positional.size() != 2 || args.positional[0] != "show") {
+    return Usage("queue needs 'show QUEUE'");
+  }
+  const std::string& name = args.positional[1];
+  auto queues = client.ListQueues(name);
+  if (!queues.ok()) return Refused(queues.status());
+  auto it = std::find_if(queues->begin(), queues->end(),
+                         [&](const wharf::QueueInfo& q) { return q.name == name; });
+  if (it == queues->end()) {
+    return Refused(
+        wharf::Status(wharf::StatusCode::kQueueNotFound, "queue '" + name + "' not found"));
+  }
+  const wharf::QueueInfo& q = *it;
+  if (args.flags.count("--json")) {
+    std::puts(QueueJson(q).c_str());
+    return 0;
+  }
+  std::string flags = q.durable ? "durable" : "transient";
+  if (q.exclusive) flags += ", exclusive";
+  if (q.auto_delete) flags += ", auto-delete";
+  std::string arguments;
+  for (const auto& [k, v] : q.arguments) {
+    arguments += "\n  " + k + " = " + wharf::HeaderValueToString(v);
+  }
+  std::printf(
+      "queue:               %s (%s)\n"
+      "ready:               %llu\n"
+      "delayed:             %llu%s\n"
+      "in flight:           %llu\n"
+      "consumers:           %u\n"
+      "oldest ready:        %s\n"
+      "dead-letters to:     %s\n"
+      "published/delivered/acked since start: %llu / %llu / %llu\n"
+      "rates (msg/s):       publish %s, deliver %s, ack %s\n"
+      "arguments:%s\n",
+      q.name.c_str(), flags.c_str(), static_cast<unsigned long long>(q.ready),
+      static_cast<unsigned long long>(q.delayed),
+      q.next_delayed_at_ms ? (" (next at " + FormatTime(q.next_delayed_at_ms) + ")").c_str() : "",
+      static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestAgeMs(q)).c_str(),
+      q.dead_letter_target.empty() ? "-" : q.dead_letter_target.c_str(),
+      static_cast<unsigned long long>(q.published_total),
+      static_cast<unsigned long long>(q.delivered_total),
+      static_cast<unsigned long long>(q.acked_total), Rate(q.publish_rate).c_str(),
+      Rate(q.deliver_rate).c_str(), Rate(q.ack_rate).c_str(),
+      arguments.empty() ? " (none)" : arguments.c_str());
   return 0;
 }
 
@@ -921,6 +1032,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "delayed") return Delayed(client, args);
   if (command == "redrive") return Redrive(client, args);
   if (command == "peek") return Peek(client, args);
+  if (command == "queue") return ShowQueue(client, args);
   if (command == "move") return MoveMessages(client, args, /*one=*/false);
   if (command == "requeue") return MoveMessages(client, args, /*one=*/true);
   if (command == "consume") return Consume(client, args);
@@ -937,7 +1049,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--help" || a == "-h") {
+    if (rest.empty() && (a == "--help" || a == "-h")) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (rest.empty() && a == "--server") {
@@ -970,6 +1082,7 @@ int main(int argc, char** argv) {
   Args args;
   std::string error;
   if (!ParseArgs({rest.begin() + 1, rest.end()}, &args, &error)) return Usage(error);
+  if (args.flags.count("--help") || args.flags.count("-h")) return CommandHelp(command);
   if (command == "hash-password") return HashPassword(args);
   if (user_given && options.password == "guest" && options.user != "guest") {
     return Usage("--user needs --password");

@@ -175,6 +175,12 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_acked_total(info.acked_total);
   out->set_delayed(info.delayed);
   out->set_next_delayed_at_ms(info.next_delayed_at_ms);
+  ToWire(info.arguments, out->mutable_arguments());
+  out->set_dead_letter_target(info.dead_letter_target);
+  out->set_head_published_at_ms(info.head_published_at_ms);
+  out->set_publish_rate(info.publish_rate);
+  out->set_deliver_rate(info.deliver_rate);
+  out->set_ack_rate(info.ack_rate);
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -191,6 +197,13 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.acked_total = in.acked_total();
   info.delayed = in.delayed();
   info.next_delayed_at_ms = in.next_delayed_at_ms();
+  // Arguments the client cannot read (a newer broker's kinds) are left out, not fatal.
+  if (!FromWire(in.arguments(), &info.arguments).ok()) info.arguments.clear();
+  info.dead_letter_target = in.dead_letter_target();
+  info.head_published_at_ms = in.head_published_at_ms();
+  info.publish_rate = in.publish_rate();
+  info.deliver_rate = in.deliver_rate();
+  info.ack_rate = in.ack_rate();
   return info;
 }
 

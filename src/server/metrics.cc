@@ -101,9 +101,10 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
   w.PerQueue(
       m, "wharf_queue_oldest_ready_age_seconds", "gauge",
       "Age (since publish) of the next ready message; absent when none is in RAM.",
-      [](const QueueMetrics& q) { return q.head_published_at_ms != 0; },
+      [](const QueueMetrics& q) { return q.info.head_published_at_ms != 0; },
       [now_ms](const QueueMetrics& q) {
-        return static_cast<double>(std::max<int64_t>(0, now_ms - q.head_published_at_ms)) / 1000;
+        return static_cast<double>(std::max<int64_t>(0, now_ms - q.info.head_published_at_ms)) /
+               1000;
       });
   w.PerQueue(
       m, "wharf_dead_letter_queue_ready", "gauge",

@@ -69,5 +69,45 @@ TEST(Peek, WharfctlShowsDeadLettersWithTheirStoryAndTakesNothing) {
   EXPECT_EQ(code, 1);
 }
 
+TEST(Wharfctl, QueuesShowTargetsAndAgesQueueShowAndHelpPerCommand) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  testing::DeclareWithDeadLetterQueue(*client, "orders", "orders.dlq");
+  Message m;
+  m.body = "waiting";
+  ASSERT_TRUE(client->Publish("", "orders", m).ok());
+
+  int code = -1;
+  std::string json = Ctl(server, "queues --json", &code);
+  ASSERT_EQ(code, 0) << json;
+  EXPECT_NE(json.find("\"name\":\"orders\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"dead_letter_target\":\"orders.dlq\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"oldest_ready_age_ms\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"oldest_ready_age_ms\":-1"), std::string::npos) << "the empty DLQ";
+  EXPECT_NE(json.find("\"publish_rate\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"arguments\":{\"x-dead-letter-queue\":\"\\\"orders.dlq\\\"\"}"),
+            std::string::npos)
+      << json;
+
+  std::string table = Ctl(server, "queues", &code);
+  EXPECT_EQ(code, 0) << table;
+  EXPECT_NE(table.find("DEAD-LETTERS TO"), std::string::npos) << table;
+  std::string show = Ctl(server, "queue show orders", &code);
+  EXPECT_EQ(code, 0) << show;
+  EXPECT_NE(show.find("dead-letters to:     orders.dlq"), std::string::npos) << show;
+  EXPECT_NE(show.find("x-dead-letter-queue = \"orders.dlq\""), std::string::npos) << show;
+  EXPECT_NE(show.find("ready:               1"), std::string::npos) << show;
+  Ctl(server, "queue show nope", &code);
+  EXPECT_EQ(code, 1);
+
+  std::string help = Ctl(server, "peek --help", &code);
+  EXPECT_EQ(code, 0) << help;
+  EXPECT_NE(help.find("  peek QUEUE [-n N]"), std::string::npos) << help;
+  EXPECT_EQ(help.find("redrive"), std::string::npos) << "only that command's lines";
+  Ctl(server, "nope --help", &code);
+  EXPECT_EQ(code, 2);
+}
+
 }  // namespace
 }  // namespace wharf

@@ -28,8 +28,8 @@ broker::BrokerMetrics Sample() {
   orders.redelivered_total = 4;
   orders.dead_lettered_total = 2;
   orders.expired_total = 1;
-  orders.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
-  orders.dead_letter_target = "orders.dlq";
+  orders.info.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
+  orders.info.dead_letter_target = "orders.dlq";
   broker::QueueMetrics dlq;
   dlq.info.name = "orders.dlq";
   dlq.info.ready = 2;
