@@ -118,6 +118,12 @@ class Client {
   Status Unbind(const BindingSpec& binding);
   Result<std::vector<QueueInfo>> ListQueues(const std::string& prefix = "");
   Result<std::vector<ExchangeInfo>> ListExchanges();
+  // Operators' listings: bindings from `exchange` and/or to `queue` ("" = any); consumers of
+  // `queue` ("" = all); connections logged in.
+  Result<std::vector<BindingSpec>> ListBindings(const std::string& exchange = "",
+                                                const std::string& queue = "");
+  Result<std::vector<ConsumerInfo>> ListConsumers(const std::string& queue = "");
+  Result<std::vector<ConnectionInfo>> ListConnections();
 
   // --- Delayed messages ----------------------------------------------------------------------
   // One page of `queue`'s delayed messages in delivery order, after (after_deliver_at_ms,

@@ -161,6 +161,28 @@ struct ExchangeInfo {
   uint32_t bindings = 0;
 };
 
+// A client connection, as wharfctl connections shows it.
+struct ConnectionInfo {
+  uint64_t id = 0;
+  std::string user;
+  std::string address;  // host:port of the client
+  int64_t connected_at_ms = 0;
+  uint32_t consumers = 0;
+  uint64_t unacked = 0;
+  uint32_t pending_receives = 0;
+};
+
+struct ConsumerInfo {
+  std::string queue;
+  std::string consumer_tag;
+  uint64_t connection_id = 0;
+  std::string user;
+  uint32_t prefetch = 0;  // 0 = unlimited
+  uint32_t unacked = 0;
+  uint32_t lease_ms = 0;  // 0 = the queue's default
+  bool exclusive = false;
+};
+
 struct UserInfo {
   std::string name;
   bool admin = false;  // may manage users

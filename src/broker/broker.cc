@@ -85,10 +85,13 @@ Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* s
 
 // --- Sessions -----------------------------------------------------------------------------------
 
-void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer) {
+void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
+                         std::string address) {
   thread_checker_.Check();
-  sessions_.emplace(session_id,
-                    std::make_unique<SessionState>(session_id, std::move(user), std::move(peer)));
+  auto state = std::make_unique<SessionState>(session_id, std::move(user), std::move(peer));
+  state->address = std::move(address);
+  state->connected_at_ms = clock_->WallMillis();
+  sessions_.emplace(session_id, std::move(state));
 }
 
 void Broker::CloseSession(uint64_t session_id) {

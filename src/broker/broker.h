@@ -127,7 +127,8 @@ class Broker {
   Status Recover(const store::RecoveredState& state);
 
   // --- Sessions -------------------------------------------------------------------------------
-  void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer);
+  void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
+                   std::string address = {});
   // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
   void CloseSession(uint64_t session_id);
   size_t session_count() const { return sessions_.size(); }
@@ -151,6 +152,11 @@ class Broker {
   Status Unbind(uint64_t session_id, const BindingSpec& binding);
   std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
   std::vector<ExchangeInfo> ListExchanges() const;
+  // Operators' listings (broker_metrics.cc): bindings from `exchange` and/or to `queue` ("" =
+  // any), consumers of `queue` ("" = all), connections.
+  std::vector<BindingSpec> ListBindings(std::string_view exchange, std::string_view queue) const;
+  std::vector<ConsumerInfo> ListConsumers(std::string_view queue) const;
+  std::vector<ConnectionInfo> ListConnections() const;
 
   // --- Messaging -----------------------------------------------------------------------------
   // `request_id` is the publisher's, when it wants a confirm: a persistent message then gets

@@ -1,5 +1,6 @@
 // The broker's figures for /metrics (server/metrics.h): a copy taken on the broker thread, so
 // the HTTP thread formats it without touching broker state. Part of class Broker (broker.h).
+#include <algorithm>
 #include <set>
 
 #include "broker/broker.h"
@@ -37,6 +38,65 @@ BrokerMetrics Broker::Metrics() const {
   out.confirm_ms = confirm_ms_;
   out.store_writable = store_error_.ok();
   if (!store_error_.ok()) out.store_error = store_error_.ToString();
+  return out;
+}
+
+std::vector<BindingSpec> Broker::ListBindings(std::string_view exchange,
+                                              std::string_view queue) const {
+  std::vector<const Exchange*> sources;
+  for (const auto& [name, e] : exchanges_) {
+    if (exchange.empty() || name == exchange) sources.push_back(e.get());
+  }
+  std::sort(sources.begin(), sources.end(),
+            [](const Exchange* a, const Exchange* b) { return a->name() < b->name(); });
+  std::vector<BindingSpec> out;
+  for (const Exchange* e : sources) {
+    for (BindingSpec& b : e->Bindings()) {
+      if (!queue.empty() && b.queue != queue) continue;
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
+std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue) const {
+  std::vector<ConsumerInfo> out;
+  for (const auto& [name, q] : queues_) {
+    if (!queue.empty() && name != queue) continue;
+    for (const auto& c : q->consumers()) {
+      if (!c->active) continue;
+      ConsumerInfo info;
+      info.queue = name;
+      info.consumer_tag = c->tag;
+      if (c->session) {
+        info.connection_id = c->session->id();
+        info.user = c->session->user();
+      }
+      info.prefetch = c->prefetch;
+      info.unacked = c->unacked;
+      info.lease_ms = c->lease_ms;
+      info.exclusive = c->exclusive;
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+std::vector<ConnectionInfo> Broker::ListConnections() const {
+  std::vector<ConnectionInfo> out;
+  for (const auto& [id, session] : sessions_) {
+    ConnectionInfo info;
+    info.id = id;
+    info.user = session->user();
+    info.address = session->address;
+    info.connected_at_ms = session->connected_at_ms;
+    info.consumers = static_cast<uint32_t>(session->consumers.size());
+    info.unacked = session->unacked.size();
+    info.pending_receives = session->outstanding_receives;
+    out.push_back(std::move(info));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ConnectionInfo& a, const ConnectionInfo& b) { return a.id < b.id; });
   return out;
 }
 

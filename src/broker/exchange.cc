@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "broker/queue.h"
+
 namespace wharf::broker {
 namespace {
 
@@ -142,6 +144,22 @@ void Exchange::Route(const std::string& routing_key, const Headers& headers,
   for (const Destination& d : all) {
     if (d.queue) out->push_back(d.queue);
   }
+}
+
+std::vector<BindingSpec> Exchange::Bindings() const {
+  std::vector<BindingSpec> out;
+  out.reserve(bindings_.size());
+  for (const auto& [key, arguments] : bindings_) {
+    const Destination& to = std::get<0>(key);
+    BindingSpec b;
+    b.exchange = spec_.name;
+    b.routing_key = std::get<1>(key);
+    b.arguments = arguments;
+    if (to.queue) b.queue = to.queue->name();
+    if (to.exchange) b.destination_exchange = to.exchange->name();
+    out.push_back(std::move(b));
+  }
+  return out;
 }
 
 ExchangeInfo Exchange::Info() const {

@@ -69,6 +69,8 @@ class Exchange {
              std::vector<Queue*>* out) const;
 
   ExchangeInfo Info() const;
+  // Every binding from this exchange, in a stable order.
+  std::vector<BindingSpec> Bindings() const;
 
   // The exact identity of an arguments table (doubles by their bits), as bindings compare it.
   static std::string Canonical(const Headers& arguments);

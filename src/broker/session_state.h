@@ -35,6 +35,9 @@ class SessionState {
 
   uint64_t id() const { return id_; }
   const std::string& user() const { return user_; }
+  // Where the client connects from, and since when (listings).
+  std::string address;
+  int64_t connected_at_ms = 0;
   SessionPeer& peer() { return *peer_; }
   const std::shared_ptr<SessionPeer>& peer_ptr() const { return peer_; }
 

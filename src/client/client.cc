@@ -569,6 +569,52 @@ Result<PeekPage> Client::Peek(const std::string& queue, uint64_t after_position,
   return page;
 }
 
+Result<std::vector<BindingSpec>> Client::ListBindings(const std::string& exchange,
+                                                      const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_list_bindings()->set_exchange(exchange);
+  frame.mutable_list_bindings()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<BindingSpec> out;
+  for (const auto& b : reply->list_bindings_ok().bindings()) {
+    BindingSpec spec;
+    spec.queue = b.queue();
+    spec.exchange = b.exchange();
+    spec.routing_key = b.routing_key();
+    spec.destination_exchange = b.destination_exchange();
+    WHARF_RETURN_IF_ERROR(protocol::FromWire(b.arguments(), &spec.arguments));
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+Result<std::vector<ConsumerInfo>> Client::ListConsumers(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_list_consumers()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ConsumerInfo> out;
+  for (const auto& c : reply->list_consumers_ok().consumers()) {
+    out.push_back(ConsumerInfo{c.queue(), c.consumer_tag(), c.connection_id(), c.user(),
+                               c.prefetch(), c.unacked(), c.lease_ms(), c.exclusive()});
+  }
+  return out;
+}
+
+Result<std::vector<ConnectionInfo>> Client::ListConnections() {
+  pb::Frame frame;
+  frame.mutable_list_connections();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ConnectionInfo> out;
+  for (const auto& c : reply->list_connections_ok().connections()) {
+    out.push_back(ConnectionInfo{c.id(), c.user(), c.address(), c.connected_at_ms(), c.consumers(),
+                                 c.unacked(), c.pending_receives()});
+  }
+  return out;
+}
+
 Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
   pb::Frame frame;
   auto* start = frame.mutable_start_redrive();

@@ -34,6 +34,12 @@ Commands:
                                         rates (5 s window), dead-letter target
   queue show QUEUE [--json]             one queue's figures and arguments
   exchanges [--json]                    list exchanges
+  bindings [--exchange E] [--queue Q] [--json]
+                                        list bindings (from E, to Q)
+  consumers [QUEUE] [--json]            list consumers (of QUEUE): tag, connection, user,
+                                        prefetch, unacked deliveries, lease
+  connections [--json]                  list connections: id, user, address, since when,
+                                        consumers, unacked deliveries, pending receives
   declare-queue NAME [--transient] [--exclusive] [--auto-delete]
   delete-queue NAME [--if-unused] [--if-empty]
   purge-queue NAME
@@ -92,9 +98,9 @@ struct Args {
 };
 
 const std::vector<std::string> kValueOptions = {
-    "--prefix", "--alternate",    "--match",  "--count",      "--wait", "--content-type",
-    "--ttl",    "--new-password", "--delay",  "--deliver-at", "-n",     "--after",
-    "--to",     "--rate",         "--reason", "--limit"};
+    "--prefix", "--alternate",    "--match",  "--count",      "--wait",     "--content-type",
+    "--ttl",    "--new-password", "--delay",  "--deliver-at", "-n",         "--after",
+    "--to",     "--rate",         "--reason", "--limit",      "--exchange", "--queue"};
 
 bool ParseArgs(const std::vector<std::string>& in, Args* out, std::string* error) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -631,6 +637,92 @@ int ListQueues(wharf::Client& client, const Args& args) {
   return 0;
 }
 
+int ListBindings(wharf::Client& client, const Args& args) {
+  auto bindings =
+      client.ListBindings(args.options.count("--exchange") ? args.options.at("--exchange") : "",
+                          args.options.count("--queue") ? args.options.at("--queue") : "");
+  if (!bindings.ok()) return Refused(bindings.status());
+  if (args.flags.count("--json")) {
+    std::string out = "[";
+    for (size_t i = 0; i < bindings->size(); ++i) {
+      const auto& b = (*bindings)[i];
+      out += (i ? ",\n " : "") + std::string("{\"exchange\":") + JsonString(b.exchange) +
+             ",\"queue\":" + JsonString(b.queue) +
+             ",\"destination_exchange\":" + JsonString(b.destination_exchange) +
+             ",\"routing_key\":" + JsonString(b.routing_key) +
+             ",\"arguments\":" + HeadersJson(b.arguments) + "}";
+    }
+    std::puts((out + "]").c_str());
+    return 0;
+  }
+  std::printf("%-24s %-32s %-24s %s\n", "EXCHANGE", "TO", "KEY", "ARGUMENTS");
+  for (const auto& b : *bindings) {
+    std::string to = b.queue.empty() ? "exchange " + b.destination_exchange : b.queue;
+    std::string arguments;
+    for (const auto& [k, v] : b.arguments) {
+      arguments += (arguments.empty() ? "" : ", ") + k + "=" + wharf::HeaderValueToString(v);
+    }
+    std::printf("%-24s %-32s %-24s %s\n", b.exchange.empty() ? "(default)" : b.exchange.c_str(),
+                to.c_str(), b.routing_key.c_str(), arguments.c_str());
+  }
+  return 0;
+}
+
+int ListConsumers(wharf::Client& client, const Args& args) {
+  auto consumers = client.ListConsumers(args.positional.empty() ? "" : args.positional[0]);
+  if (!consumers.ok()) return Refused(consumers.status());
+  if (args.flags.count("--json")) {
+    std::string out = "[";
+    for (size_t i = 0; i < consumers->size(); ++i) {
+      const auto& c = (*consumers)[i];
+      out += (i ? ",\n " : "") + std::string("{\"queue\":") + JsonString(c.queue) +
+             ",\"consumer_tag\":" + JsonString(c.consumer_tag) +
+             ",\"connection_id\":" + std::to_string(c.connection_id) +
+             ",\"user\":" + JsonString(c.user) + ",\"prefetch\":" + std::to_string(c.prefetch) +
+             ",\"unacked\":" + std::to_string(c.unacked) +
+             ",\"lease_ms\":" + std::to_string(c.lease_ms) +
+             ",\"exclusive\":" + (c.exclusive ? "true" : "false") + "}";
+    }
+    std::puts((out + "]").c_str());
+    return 0;
+  }
+  std::printf("%-24s %-28s %8s %-12s %8s %8s %9s\n", "QUEUE", "TAG", "CONN", "USER", "PREFETCH",
+              "UNACKED", "LEASE_MS");
+  for (const auto& c : *consumers) {
+    std::printf("%-24s %-28s %8llu %-12s %8u %8u %9u%s\n", c.queue.c_str(), c.consumer_tag.c_str(),
+                static_cast<unsigned long long>(c.connection_id), c.user.c_str(), c.prefetch,
+                c.unacked, c.lease_ms, c.exclusive ? "  exclusive" : "");
+  }
+  return 0;
+}
+
+int ListConnections(wharf::Client& client, const Args& args) {
+  auto connections = client.ListConnections();
+  if (!connections.ok()) return Refused(connections.status());
+  if (args.flags.count("--json")) {
+    std::string out = "[";
+    for (size_t i = 0; i < connections->size(); ++i) {
+      const auto& c = (*connections)[i];
+      out += (i ? ",\n " : "") + std::string("{\"id\":") + std::to_string(c.id) +
+             ",\"user\":" + JsonString(c.user) + ",\"address\":" + JsonString(c.address) +
+             ",\"connected_at_ms\":" + std::to_string(c.connected_at_ms) +
+             ",\"consumers\":" + std::to_string(c.consumers) +
+             ",\"unacked\":" + std::to_string(c.unacked) +
+             ",\"pending_receives\":" + std::to_string(c.pending_receives) + "}";
+    }
+    std::puts((out + "]").c_str());
+    return 0;
+  }
+  std::printf("%8s %-12s %-24s %-24s %9s %8s %8s\n", "ID", "USER", "ADDRESS", "SINCE (UTC)",
+              "CONSUMERS", "UNACKED", "RECEIVES");
+  for (const auto& c : *connections) {
+    std::printf("%8llu %-12s %-24s %-24s %9u %8llu %8u\n", static_cast<unsigned long long>(c.id),
+                c.user.c_str(), c.address.c_str(), FormatTime(c.connected_at_ms).c_str(),
+                c.consumers, static_cast<unsigned long long>(c.unacked), c.pending_receives);
+  }
+  return 0;
+}
+
 // `wharfctl queue show Q`: one queue's arguments and figures.
 int ShowQueue(wharf::Client& client, const Args& args) {
   if (args.positional.size() != 2 || args.positional[0] != "show") {
@@ -1033,6 +1125,9 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "redrive") return Redrive(client, args);
   if (command == "peek") return Peek(client, args);
   if (command == "queue") return ShowQueue(client, args);
+  if (command == "bindings") return ListBindings(client, args);
+  if (command == "consumers") return ListConsumers(client, args);
+  if (command == "connections") return ListConnections(client, args);
   if (command == "move") return MoveMessages(client, args, /*one=*/false);
   if (command == "requeue") return MoveMessages(client, args, /*one=*/true);
   if (command == "consume") return Consume(client, args);

@@ -70,6 +70,9 @@ bool Session::IsHeavy(const wire::Frame& frame) {
   switch (frame.body_case()) {
     case wire::Frame::kListQueues:
     case wire::Frame::kListExchanges:
+    case wire::Frame::kListConnections:
+    case wire::Frame::kListConsumers:
+    case wire::Frame::kListBindings:
     case wire::Frame::kReceive:
     case wire::Frame::kPeek:
       return true;
@@ -225,6 +228,9 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kCancelRedrive:
     case wire::Frame::kRedriveStatus:
     case wire::Frame::kPeek:
+    case wire::Frame::kListConnections:
+    case wire::Frame::kListConsumers:
+    case wire::Frame::kListBindings:
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
@@ -328,7 +334,7 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   opened_in_broker_ = true;
   decoder_.set_max_frame_bytes(context_->options->max_frame_bytes());
   asio::post(*context_->broker_context, [self = shared_from_this(), user = user_] {
-    self->context_->broker->OpenSession(self->id_, user, self);
+    self->context_->broker->OpenSession(self->id_, user, self, self->peer_);
   });
   wire::Frame reply;
   reply.set_request_id(frame.request_id());
@@ -714,6 +720,48 @@ void Session::HandleRequest(Request& request) {
       auto* ok = reply.mutable_list_queues_ok();
       for (const auto& info : broker.ListQueues(frame.list_queues().prefix())) {
         protocol::ToWire(info, ok->add_queues());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListConnections: {
+      auto* ok = reply.mutable_list_connections_ok();
+      for (const ConnectionInfo& c : broker.ListConnections()) {
+        auto* out = ok->add_connections();
+        out->set_id(c.id);
+        out->set_user(c.user);
+        out->set_address(c.address);
+        out->set_connected_at_ms(c.connected_at_ms);
+        out->set_consumers(c.consumers);
+        out->set_unacked(c.unacked);
+        out->set_pending_receives(c.pending_receives);
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListConsumers: {
+      auto* ok = reply.mutable_list_consumers_ok();
+      for (const ConsumerInfo& c : broker.ListConsumers(frame.list_consumers().queue())) {
+        auto* out = ok->add_consumers();
+        out->set_queue(c.queue);
+        out->set_consumer_tag(c.consumer_tag);
+        out->set_connection_id(c.connection_id);
+        out->set_user(c.user);
+        out->set_prefetch(c.prefetch);
+        out->set_unacked(c.unacked);
+        out->set_lease_ms(c.lease_ms);
+        out->set_exclusive(c.exclusive);
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListBindings: {
+      auto* ok = reply.mutable_list_bindings_ok();
+      const auto& list = frame.list_bindings();
+      for (const BindingSpec& b : broker.ListBindings(list.exchange(), list.queue())) {
+        auto* out = ok->add_bindings();
+        out->set_queue(b.queue);
+        out->set_exchange(b.exchange);
+        out->set_routing_key(b.routing_key);
+        protocol::ToWire(b.arguments, out->mutable_arguments());
+        out->set_destination_exchange(b.destination_exchange);
       }
       return Reply(rid, std::move(reply));
     }

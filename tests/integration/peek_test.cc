@@ -109,5 +109,41 @@ TEST(Wharfctl, QueuesShowTargetsAndAgesQueueShowAndHelpPerCommand) {
   EXPECT_EQ(code, 2);
 }
 
+TEST(Wharfctl, ListsBindingsConsumersAndConnections) {
+  testing::TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  ExchangeSpec events;
+  events.name = "events";
+  events.type = ExchangeType::kTopic;
+  ASSERT_TRUE(client->DeclareExchange(events).ok());
+  QueueSpec audit;
+  audit.name = "audit";
+  ASSERT_TRUE(client->DeclareQueue(audit).ok());
+  ASSERT_TRUE(client->Bind(BindingSpec{"audit", "events", "order.*", {}}).ok());
+  auto tag = client->Subscribe(
+      "audit", 7, [](Delivery) {}, "auditor");
+  ASSERT_TRUE(tag.ok());
+
+  int code = -1;
+  std::string bindings = Ctl(server, "bindings --exchange events --json", &code);
+  EXPECT_EQ(code, 0) << bindings;
+  EXPECT_EQ(bindings,
+            "[{\"exchange\":\"events\",\"queue\":\"audit\",\"destination_exchange\":\"\","
+            "\"routing_key\":\"order.*\",\"arguments\":{}}]\n");
+  std::string consumers = Ctl(server, "consumers audit --json", &code);
+  EXPECT_EQ(code, 0) << consumers;
+  EXPECT_NE(consumers.find("\"consumer_tag\":\"auditor\""), std::string::npos) << consumers;
+  EXPECT_NE(consumers.find("\"prefetch\":7"), std::string::npos) << consumers;
+  EXPECT_NE(consumers.find("\"user\":\"guest\""), std::string::npos) << consumers;
+  std::string connections = Ctl(server, "connections --json", &code);
+  EXPECT_EQ(code, 0) << connections;
+  EXPECT_NE(connections.find("\"address\":\"127.0.0.1:"), std::string::npos) << connections;
+  EXPECT_NE(connections.find("\"consumers\":1"), std::string::npos) << connections;
+  std::string table = Ctl(server, "connections", &code);
+  EXPECT_EQ(code, 0) << table;
+  EXPECT_NE(table.find("ADDRESS"), std::string::npos) << table;
+}
+
 }  // namespace
 }  // namespace wharf
