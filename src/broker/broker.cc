@@ -504,35 +504,6 @@ void Broker::MaybeAutoDeleteExchange(const std::string& name) {
   }
 }
 
-void Broker::RefreshRates() const {
-  const SteadyTime now = clock_->Now();
-  if (rates_at_ && now - *rates_at_ < kRateWindow) return;
-  const double seconds = rates_at_ ? std::chrono::duration<double>(now - *rates_at_).count() : 0.0;
-  for (const auto& [name, queue] : queues_) queue->UpdateRates(seconds);
-  rates_at_ = now;
-}
-
-std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix) const {
-  RefreshRates();
-  std::vector<QueueInfo> out;
-  for (auto it = queues_.lower_bound(prefix); it != queues_.end(); ++it) {
-    if (!it->first.starts_with(prefix)) break;
-    out.push_back(it->second->Info());
-  }
-  return out;
-}
-
-std::vector<ExchangeInfo> Broker::ListExchanges() const {
-  std::vector<ExchangeInfo> out;
-  ExchangeInfo default_exchange;
-  default_exchange.durable = true;
-  out.push_back(default_exchange);
-  for (const auto& [name, exchange] : exchanges_) out.push_back(exchange->Info());
-  std::sort(out.begin(), out.end(),
-            [](const ExchangeInfo& a, const ExchangeInfo& b) { return a.name < b.name; });
-  return out;
-}
-
 // --- Messaging ----------------------------------------------------------------------------------
 
 Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,

@@ -1,5 +1,7 @@
-// The broker's figures for /metrics (server/metrics.h): a copy taken on the broker thread, so
-// the HTTP thread formats it without touching broker state. Part of class Broker (broker.h).
+// What the broker shows operators: the figures for /metrics (server/metrics.h), copied on the
+// broker thread so the HTTP thread formats them without touching broker state; the listings
+// (queues with their rates, exchanges, bindings, consumers, connections). Part of class
+// Broker (broker.h).
 #include <algorithm>
 #include <set>
 
@@ -38,6 +40,35 @@ BrokerMetrics Broker::Metrics() const {
   out.confirm_ms = confirm_ms_;
   out.store_writable = store_error_.ok();
   if (!store_error_.ok()) out.store_error = store_error_.ToString();
+  return out;
+}
+
+void Broker::RefreshRates() const {
+  const SteadyTime now = clock_->Now();
+  if (rates_at_ && now - *rates_at_ < kRateWindow) return;
+  const double seconds = rates_at_ ? std::chrono::duration<double>(now - *rates_at_).count() : 0.0;
+  for (const auto& [name, queue] : queues_) queue->UpdateRates(seconds);
+  rates_at_ = now;
+}
+
+std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix) const {
+  RefreshRates();
+  std::vector<QueueInfo> out;
+  for (auto it = queues_.lower_bound(prefix); it != queues_.end(); ++it) {
+    if (!it->first.starts_with(prefix)) break;
+    out.push_back(it->second->Info());
+  }
+  return out;
+}
+
+std::vector<ExchangeInfo> Broker::ListExchanges() const {
+  std::vector<ExchangeInfo> out;
+  ExchangeInfo default_exchange;
+  default_exchange.durable = true;
+  out.push_back(default_exchange);
+  for (const auto& [name, exchange] : exchanges_) out.push_back(exchange->Info());
+  std::sort(out.begin(), out.end(),
+            [](const ExchangeInfo& a, const ExchangeInfo& b) { return a.name < b.name; });
   return out;
 }
 
