@@ -60,6 +60,7 @@ Commands:
   consume QUEUE [--count N] [--wait SECONDS] [--requeue] [--json]
                                         take up to N messages (default 1), print and ack them
                                         (--requeue: nack them back instead)
+  get QUEUE [...]                       the same as consume (RabbitMQ's basic.get)
   delayed list QUEUE [-n N] [--after DUE_MS:ID] [--json]
                                         delayed messages of QUEUE, soonest first, N per page
                                         (default 20); --after continues from a listed one
@@ -590,7 +591,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
   if (command == "connections") return ListConnections(client, args);
   if (command == "move") return MoveMessages(client, args, /*one=*/false);
   if (command == "requeue") return MoveMessages(client, args, /*one=*/true);
-  if (command == "consume") return Consume(client, args);
+  if (command == "consume" || command == "get") return Consume(client, args);
   return Usage("unknown command '" + command + "'");
 }
 
