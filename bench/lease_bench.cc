@@ -24,6 +24,8 @@ class NullPeer final : public wharf::broker::SessionPeer {
   void PublishDone(uint64_t, const wharf::PublishResult&, const wharf::Status&) override {}
   void CancelDelayedDone(uint64_t, const wharf::Result<bool>&) override {}
   void ListDelayedDone(uint64_t, const wharf::Result<wharf::DelayedPage>&) override {}
+  void PeekDone(uint64_t, const wharf::Result<wharf::PeekPage>&) override {}
+  void RedriveDone(uint64_t, const wharf::Result<wharf::RedriveInfo>&) override {}
   void ConsumerCancelled(const std::string&, std::string_view) override {}
   void Flush() override {}
   bool Writable() const override { return true; }
