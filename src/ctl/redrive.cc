@@ -93,6 +93,30 @@ wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std
   }
 }
 
+// --limit and --rate into `spec` (left as they are when absent); the problem, or "".
+std::string ReadLimitAndRate(const Args& args, wharf::RedriveSpec* spec) {
+  auto number = [&](const char* name, uint64_t max) -> std::optional<uint64_t> {
+    const std::string& text = args.options.at(name);
+    if (text.empty() || text.size() > 19 ||
+        text.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    uint64_t v = std::stoull(text);
+    return v > max ? std::nullopt : std::optional<uint64_t>(v);
+  };
+  if (args.options.count("--limit")) {
+    auto limit = number("--limit", UINT64_MAX);
+    if (!limit) return "--limit needs a number of messages";
+    spec->limit = *limit;
+  }
+  if (args.options.count("--rate")) {
+    auto rate = number("--rate", 1'000'000);
+    if (!rate || *rate == 0) return "--rate needs messages per second, 1 to 1000000";
+    spec->rate = static_cast<uint32_t>(*rate);
+  }
+  return "";
+}
+
 int Redrive(wharf::Client& client, const Args& args) {
   const auto& p = args.positional;
   const bool json = args.flags.count("--json") > 0;
@@ -144,24 +168,7 @@ int Redrive(wharf::Client& client, const Args& args) {
   spec.queue = p[at];
   if (args.options.count("--to")) spec.to = args.options.at("--to");
   if (args.options.count("--reason")) spec.reason = args.options.at("--reason");
-  auto number = [&](const char* name, uint64_t max) -> std::optional<uint64_t> {
-    const std::string& text = args.options.at(name);
-    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
-      return std::nullopt;
-    }
-    uint64_t v = std::stoull(text);
-    return v > max ? std::nullopt : std::optional<uint64_t>(v);
-  };
-  if (args.options.count("--limit")) {
-    auto limit = number("--limit", UINT64_MAX);
-    if (!limit) return Usage("--limit needs a number of messages");
-    spec.limit = *limit;
-  }
-  if (args.options.count("--rate")) {
-    auto rate = number("--rate", 1'000'000);
-    if (!rate || *rate == 0) return Usage("--rate needs messages per second, 1 to 1000000");
-    spec.rate = static_cast<uint32_t>(*rate);
-  }
+  if (std::string error = ReadLimitAndRate(args, &spec); !error.empty()) return Usage(error);
   spec.dry_run = args.flags.count("--dry-run") > 0;
   auto started = client.StartRedrive(spec);
   if (!started.ok()) return Refused(started.status());
@@ -205,18 +212,13 @@ int MoveMessages(wharf::Client& client, const Args& args, bool one) {
     if (!id) return Usage("message id '" + p[1] + "' is not a hex id like 0190a3c5e2f40001");
     spec.message_id = *id;
     spec.limit = 1;
-  } else {
-    if (spec.to.empty()) return Usage("move needs --to DST");
-    if (args.options.count("--limit")) spec.limit = std::stoull(args.options.at("--limit"));
+  } else if (spec.to.empty()) {
+    return Usage("move needs --to DST");
   }
-  if (args.options.count("--rate")) {
-    spec.rate = static_cast<uint32_t>(std::stoul(args.options.at("--rate")));
-    if (spec.rate == 0 || spec.rate > 1'000'000) {
-      return Usage("--rate needs messages per second, 1 to 1000000");
-    }
-  } else {
-    spec.rate = one ? 0 : 100'000;  // an operator's move goes as fast as the broker allows
-  }
+  // An operator's move goes as fast as the broker allows, unless --rate says otherwise.
+  if (!one) spec.rate = 100'000;
+  if (std::string error = ReadLimitAndRate(args, &spec); !error.empty()) return Usage(error);
+  if (one) spec.limit = 1;
   auto started = client.StartRedrive(spec);
   if (!started.ok()) return Refused(started.status());
   auto done = FollowRedrive(client, spec.queue);

@@ -53,7 +53,7 @@ struct ServerContext {
   store::MessageStore* store = nullptr;
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
-  FlowState* flow = nullptr;
+  FlowState* flow = nullptr;  // set by the server before any session starts
   // Thread: the session's I/O thread. Called once when a session's socket is closed.
   std::function<void(uint64_t session_id)> on_session_closed;
 };

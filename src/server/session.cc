@@ -242,7 +242,7 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
   }
   if (request.frame.body_case() == wire::Frame::kPublish) {
     has_published_ = true;
-    if (context_->flow && context_->flow->blocked()) {
+    if (context_->flow->blocked()) {
       // Flow control: this publish, and everything after it on this connection, waits until
       // the broker takes publishes again (OnFlowChanged). The socket is not read meanwhile.
       if (!told_blocked_) SendBlockedNotice(true);
