@@ -174,6 +174,7 @@ void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
   ++loads_in_flight_;
   std::weak_ptr<Queue> weak = queue;
   uint64_t generation = queue->load_generation;
+  queue->BeginLoad();
   store_->Load(queue->store_id(), queue->load_from_seq(), queue->next_seq(), options_.load_batch,
                LoadBytes(),
                [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {

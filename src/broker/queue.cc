@@ -100,6 +100,10 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
     if (paged_ == 0) load_from_seq_ = seq;
     ++paged_;
     paged_bytes_ += envelope->message.body.size();
+    if (seq >= load_to_seq_) {
+      ++paged_beyond_load_;
+      paged_beyond_load_bytes_ += envelope->message.body.size();
+    }
     return seq;
   }
   ram_bytes_ += envelope->message.body.size();
@@ -165,6 +169,9 @@ PurgeResult Queue::Purge() {
   paged_ = 0;
   estimate_ = 0;
   loading = false;
+  load_to_seq_ = UINT64_MAX;
+  paged_beyond_load_ = 0;
+  paged_beyond_load_bytes_ = 0;
   ++load_generation;
   return result;
 }
@@ -182,15 +189,23 @@ bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64
   // Messages recovered at start-up were never counted in paged_bytes_: never below zero.
   paged_bytes_ -= std::min(paged_bytes_, loaded_bytes);
   if (consumed > 0) load_from_seq_ = last_seq + 1;
+  // Messages paged while the load was in flight lie past its end: the store did not look
+  // for them, so they are still on disk whatever it found.
+  const bool bounded = load_to_seq_ != UINT64_MAX;
+  const uint64_t beyond = bounded ? paged_beyond_load_ : 0;
   if (reached_end || !consistent) {
-    // Nothing is left on disk: an estimated count becomes exact here.
-    consistent = consistent && (estimate_ > 0 || consumed == paged_);
-    paged_ = 0;
-    paged_bytes_ = 0;
+    // Nothing is left on disk before the load's end: an estimated count becomes exact here.
+    consistent = consistent && (estimate_ > 0 || consumed + beyond == paged_);
+    paged_ = beyond;
+    paged_bytes_ = bounded ? paged_beyond_load_bytes_ : 0;
     estimate_ = 0;
+    if (paged_ > 0) load_from_seq_ = std::max(load_from_seq_, load_to_seq_);
   } else {
     paged_ -= consumed;
   }
+  load_to_seq_ = UINT64_MAX;
+  paged_beyond_load_ = 0;
+  paged_beyond_load_bytes_ = 0;
   return consistent;
 }
 

@@ -171,6 +171,13 @@ class Queue {
   // contradicts the count (the store and the queue disagree); the count is corrected.
   bool AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
                  bool reached_end);
+  // A load of [load_from_seq(), next_seq()) is being sent to the store: messages paged from
+  // now on lie beyond it, and stay paged when it reaches its end.
+  void BeginLoad() {
+    load_to_seq_ = next_seq_;
+    paged_beyond_load_ = 0;
+    paged_beyond_load_bytes_ = 0;
+  }
   // At recovery: messages on disk in [first_seq, next_seq), at most next_seq - first_seq of
   // them; the exact number follows through SetRecoveredCount.
   void Restore(uint64_t first_seq, uint64_t next_seq);
@@ -233,8 +240,12 @@ class Queue {
   uint64_t store_id_;
   QueuePolicy policy_;
   uint64_t next_seq_ = 1;
-  uint64_t paged_ = 0;           // messages in the store only, from load_from_seq_ on
-  uint64_t load_from_seq_ = 0;   // the first paged message's sequence number, or higher
+  uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
+  uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
+  // The end of the load in flight (UINT64_MAX: none), and what was paged at or past it.
+  uint64_t load_to_seq_ = UINT64_MAX;
+  uint64_t paged_beyond_load_ = 0;
+  uint64_t paged_beyond_load_bytes_ = 0;
   uint64_t ram_bytes_ = 0;       // body bytes in ready_
   uint64_t returned_bytes_ = 0;  // body bytes in returned_
   uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
