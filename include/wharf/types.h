@@ -69,6 +69,9 @@ struct QueueInfo {
   double publish_rate = 0;
   double deliver_rate = 0;
   double ack_rate = 0;
+  // Purged messages still being removed from the disk in the background (0 once a purge's
+  // disk space is reclaimed).
+  uint64_t purge_reclaiming = 0;
 };
 
 // A message waiting in a queue until its delivery time (Client::ListDelayed).

@@ -363,8 +363,22 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
   PurgeResult purged = queue->Purge();
   for (const QueuedMessage& m : purged.stored) Unstore(*queue, m);
   if (purged.paged_to_seq > purged.paged_from_seq) {
-    Persist(store::StoreBatch::RemoveRange{queue->store_id(), purged.paged_from_seq,
-                                           purged.paged_to_seq});
+    // Gone for every reader with this batch; the disk is reclaimed in steps in the background
+    // (a purge of millions does not hold up other writes), its progress in OnReclaimed.
+    Persist(store::StoreBatch::PurgeRange{queue->store_id(), purged.paged_from_seq,
+                                          purged.paged_to_seq, purged.paged});
+    queue->purge_reclaiming += purged.paged;
+    ++queue->purge_ranges;
+    // Not written (the store failed): nothing is removed in the background, so nothing is
+    // left to wait for. The range comes back after a restart, as an ack written then would.
+    after_commit_.push_back([weak = std::weak_ptr<Queue>(queue), paged = purged.paged](Status s) {
+      std::shared_ptr<Queue> q = weak.lock();
+      if (s.ok() || !q || q->purge_ranges == 0) return;
+      q->purge_reclaiming -= std::min(q->purge_reclaiming, paged);
+      if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
+    });
+    spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
+                 queue->name(), purged.count, purged.paged);
   }
   // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
   uint64_t delayed = queue->delayed().Clear();

@@ -366,6 +366,8 @@ class Broker {
   void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
   void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count);
+  // A step of a purge's removal from the disk (store::ReclaimCallback).
+  void OnReclaimed(uint64_t queue_id, uint64_t removed, bool finished);
   // Bodies per load: a quarter of the RAM a queue may hold before it pages.
   uint64_t LoadBytes() const { return std::max<uint64_t>(options_.page_limits.max_bytes / 4, 1); }
   // kStoreUnavailable/kStoreFull when `persisted` and the store is failing: a durable change

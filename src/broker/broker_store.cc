@@ -28,7 +28,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
     }
     auto queue =
         std::make_shared<Queue>(stored.spec, 0, stored.queue_id, options_.delay_limits, *policy);
-    queue->Restore(stored.first_seq, stored.next_seq);
+    queue->Restore(stored.first_seq, stored.next_seq, stored.estimated_messages());
     queue->NoteDelivered(stored.delivered_through);
     // New messages must come after the delivery mark, or they would count as delivered.
     queue->EnsureNextSeqAbove(stored.delivered_through);
@@ -69,6 +69,20 @@ Status Broker::Recover(const store::RecoveredState& state) {
     if (stored.end_seq > 0) queue->second->EnsureNextSeqAbove(stored.end_seq - 1);
     spdlog::info("recovery: queue={} resumes its redrive: {} moved and {} left behind so far",
                  queue->first, task.info().moved, task.examined() - task.info().moved);
+  }
+  for (const store::StoredPurge& purge : state.purges) {
+    for (auto& [name, queue] : queues_) {
+      if (queue->store_id() != purge.queue_id) continue;
+      queue->purge_reclaiming += purge.messages - std::min(purge.messages, purge.removed);
+      ++queue->purge_ranges;
+      spdlog::info("recovery: queue={} resumes removing a purge from the disk ({} removed so far)",
+                   name, purge.removed);
+    }
+  }
+  if (store_) {
+    store_->SetReclaimCallback([this](uint64_t queue_id, uint64_t removed, bool finished) {
+      OnReclaimed(queue_id, removed, finished);
+    });
   }
   replaying_ = false;
   for (uint64_t orphan : state.orphaned_queue_ids) {
@@ -202,6 +216,19 @@ void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count)
     } else if (queue->count_estimated()) {
       queue->SetRecoveredCount(count);
       spdlog::info("queue={} counted {} stored messages at recovery", name, count);
+    }
+    return;
+  }
+}
+
+void Broker::OnReclaimed(uint64_t queue_id, uint64_t removed, bool finished) {
+  thread_checker_.Check();
+  for (auto& [name, queue] : queues_) {
+    if (queue->store_id() != queue_id) continue;
+    queue->purge_reclaiming -= std::min(queue->purge_reclaiming, removed);
+    if (finished && queue->purge_ranges > 0 && --queue->purge_ranges == 0) {
+      queue->purge_reclaiming = 0;  // the count was an estimate, or acks left gaps
+      spdlog::info("queue={} purge removed from the disk", name);
     }
     return;
   }

@@ -158,6 +158,7 @@ PurgeResult Queue::Purge() {
   if (paged_ > 0) {
     result.paged_from_seq = load_from_seq_;
     result.paged_to_seq = next_seq_;
+    result.paged = paged_;
   }
   ready_.clear();
   returned_.clear();
@@ -209,10 +210,10 @@ bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64
   return consistent;
 }
 
-void Queue::Restore(uint64_t first_seq, uint64_t next_seq) {
+void Queue::Restore(uint64_t first_seq, uint64_t next_seq, uint64_t estimate) {
   next_seq_ = std::max<uint64_t>(next_seq, 1);
   if (first_seq == 0 || next_seq <= first_seq) return;
-  paged_ = next_seq - first_seq;
+  paged_ = std::max<uint64_t>(estimate, 1);
   estimate_ = paged_;
   load_from_seq_ = first_seq;
 }
@@ -256,6 +257,7 @@ QueueInfo Queue::Info() const {
   info.publish_rate = rates_.publish;
   info.deliver_rate = rates_.deliver;
   info.ack_rate = rates_.ack;
+  info.purge_reclaiming = purge_ranges > 0 ? std::max<uint64_t>(purge_reclaiming, 1) : 0;
   return info;
 }
 

@@ -61,6 +61,7 @@ struct PurgeResult {
   std::vector<QueuedMessage> stored;  // RAM messages with store entries
   uint64_t paged_from_seq = 0;        // paged messages: [paged_from_seq, paged_to_seq)
   uint64_t paged_to_seq = 0;
+  uint64_t paged = 0;  // how many (an upper bound while the recovered count is estimated)
 };
 
 struct Consumer {
@@ -178,9 +179,9 @@ class Queue {
     paged_beyond_load_ = 0;
     paged_beyond_load_bytes_ = 0;
   }
-  // At recovery: messages on disk in [first_seq, next_seq), at most next_seq - first_seq of
-  // them; the exact number follows through SetRecoveredCount.
-  void Restore(uint64_t first_seq, uint64_t next_seq);
+  // At recovery: messages on disk in [first_seq, next_seq), at most `estimate` of them; the
+  // exact number follows through SetRecoveredCount.
+  void Restore(uint64_t first_seq, uint64_t next_seq, uint64_t estimate);
   // The recovered queue held `count` entries (counted in the background). Ignored once the
   // queue was purged or its paged messages all loaded.
   void SetRecoveredCount(uint64_t count);
@@ -193,6 +194,10 @@ class Queue {
   bool delivered_mark_pending = false;  // in Broker::delivered_marks_
   bool loading = false;                 // a Load is in flight
   uint64_t load_generation = 0;         // bumped by Purge: a Load started before is stale
+  // Purged messages the store is still removing from the disk (docs/storage.md, "Purge"),
+  // and in how many purged ranges.
+  uint64_t purge_reclaiming = 0;
+  uint32_t purge_ranges = 0;
 
   // --- Delayed messages (docs/scheduler.md) ---
   DelayTimeline& delayed() { return delayed_; }

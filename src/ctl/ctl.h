@@ -36,6 +36,7 @@ std::optional<uint64_t> ParseMessageId(std::string text);
 // ctl/redrive.cc
 int Redrive(wharf::Client& client, const Args& args);
 int MoveMessages(wharf::Client& client, const Args& args, bool one);
+int Purge(wharf::Client& client, const Args& args);
 // ctl/inspect.cc
 int ListQueues(wharf::Client& client, const Args& args);
 int ShowQueue(wharf::Client& client, const Args& args);

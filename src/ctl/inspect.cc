@@ -81,7 +81,9 @@ std::string QueueJson(const wharf::QueueInfo& q) {
          ",\"dead_letter_target\":" + JsonString(q.dead_letter_target) +
          ",\"oldest_ready_age_ms\":" + std::to_string(OldestAgeMs(q)) +
          ",\"publish_rate\":" + Rate(q.publish_rate) + ",\"deliver_rate\":" + Rate(q.deliver_rate) +
-         ",\"ack_rate\":" + Rate(q.ack_rate) + ",\"arguments\":" + HeadersJson(q.arguments) + "}";
+         ",\"ack_rate\":" + Rate(q.ack_rate) +
+         ",\"purge_reclaiming\":" + std::to_string(q.purge_reclaiming) +
+         ",\"arguments\":" + HeadersJson(q.arguments) + "}";
 }
 
 int ListQueues(wharf::Client& client, const Args& args) {
@@ -243,6 +245,10 @@ int ShowQueue(wharf::Client& client, const Args& args) {
       static_cast<unsigned long long>(q.acked_total), Rate(q.publish_rate).c_str(),
       Rate(q.deliver_rate).c_str(), Rate(q.ack_rate).c_str(),
       arguments.empty() ? " (none)" : arguments.c_str());
+  if (q.purge_reclaiming > 0) {
+    std::printf("purge:               %llu purged messages still being removed from the disk\n",
+                static_cast<unsigned long long>(q.purge_reclaiming));
+  }
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// wharfctl redrive, move and requeue: redrives inside the broker, followed from here
+// wharfctl redrive, move, requeue and purge: long operations inside the broker, followed from here
 // (docs/lifecycle.md, "Redrive"; docs/operations.md).
 #include <unistd.h>
 
@@ -61,6 +61,17 @@ std::string RedriveSummary(const wharf::RedriveInfo& r) {
   return out;
 }
 
+// One progress line on stderr: "[#####.....] 1200/3000  400 msg/s".
+void DrawProgress(uint64_t done, uint64_t all, const std::string& suffix) {
+  const int width = 30;
+  const int filled =
+      all == 0 ? width : static_cast<int>(width * std::min<uint64_t>(done, all) / all);
+  std::fprintf(stderr, "\r\033[K[%s%s] %llu/%llu%s", std::string(filled, '#').c_str(),
+               std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
+               static_cast<unsigned long long>(all), suffix.c_str());
+  std::fflush(stderr);
+}
+
 // Polls the queue's redrive until it is no longer running; on a terminal, one line shows how
 // far it got.
 wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std::string& queue) {
@@ -81,13 +92,9 @@ wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std
     if (tty) {
       uint64_t done =
           r.moved + r.skipped_not_matching + r.skipped_no_target + r.skipped_target_full;
-      uint64_t all = done + r.remaining;
-      int width = 30;
-      int filled = all == 0 ? width : static_cast<int>(width * done / all);
-      std::fprintf(stderr, "\r\033[K[%s%s] %llu/%llu  %.0f msg/s", std::string(filled, '#').c_str(),
-                   std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(all), r.rate_per_second);
-      std::fflush(stderr);
+      char rate[48];
+      std::snprintf(rate, sizeof rate, "  %.0f msg/s", r.rate_per_second);
+      DrawProgress(done, done + r.remaining, rate);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 250 : 100));
   }
@@ -199,6 +206,60 @@ int Redrive(wharf::Client& client, const Args& args) {
 
 // `wharfctl move SRC --to DST` and `wharfctl requeue QUEUE ID`: a redrive to a named queue
 // (every ready message, or one by id), followed to its end.
+// `wharfctl purge QUEUE`: the queue is empty when the broker answers; a large purge's
+// messages are then removed from the disk in the background, which this follows to the end
+// (a progress bar on a terminal) unless --no-wait.
+int Purge(wharf::Client& client, const Args& args) {
+  if (args.positional.size() != 1) return Usage("purge needs QUEUE");
+  const std::string& queue = args.positional[0];
+  auto purged = client.PurgeQueue(queue);
+  if (!purged.ok()) return Refused(purged.status());
+  const bool wait = !args.flags.count("--no-wait");
+  const bool tty = isatty(STDERR_FILENO);
+  uint64_t reclaiming = 0, total = 0;
+  // A store that cannot write (a full disk) stops the removal: say so rather than wait forever.
+  constexpr auto kStalled = std::chrono::seconds(15);
+  auto progressed_at = std::chrono::steady_clock::now();
+  bool stalled = false;
+  while (true) {
+    auto queues = client.ListQueues(queue);
+    if (!queues.ok()) return Refused(queues.status());
+    auto it = std::find_if(queues->begin(), queues->end(),
+                           [&](const wharf::QueueInfo& q) { return q.name == queue; });
+    const uint64_t now_reclaiming = it == queues->end() ? 0 : it->purge_reclaiming;  // deleted
+    if (now_reclaiming != reclaiming) progressed_at = std::chrono::steady_clock::now();
+    reclaiming = now_reclaiming;
+    total = std::max(total, reclaiming);
+    if (!wait || reclaiming == 0) break;
+    if (std::chrono::steady_clock::now() - progressed_at > kStalled) {
+      stalled = true;
+      break;
+    }
+    if (tty) DrawProgress(total - reclaiming, total, "  removed from disk");
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 250 : 100));
+  }
+  if (tty && wait && total > 0) std::fprintf(stderr, "\r\033[K");
+  if (stalled) {
+    std::fprintf(stderr,
+                 "wharfctl: the removal from the disk made no progress for %llds (see wharfd's "
+                 "log: can the store write?); it goes on in the broker\n",
+                 static_cast<long long>(kStalled.count()));
+  }
+  if (args.flags.count("--json")) {
+    std::printf("{\"queue\":%s,\"purged\":%llu,\"purge_reclaiming\":%llu}\n",
+                JsonString(queue).c_str(), static_cast<unsigned long long>(*purged),
+                static_cast<unsigned long long>(reclaiming));
+  } else if (reclaiming > 0) {
+    std::printf("purged %llu messages from '%s' (%llu still being removed from the disk)\n",
+                static_cast<unsigned long long>(*purged), queue.c_str(),
+                static_cast<unsigned long long>(reclaiming));
+  } else {
+    std::printf("purged %llu messages from '%s'\n", static_cast<unsigned long long>(*purged),
+                queue.c_str());
+  }
+  return 0;
+}
+
 int MoveMessages(wharf::Client& client, const Args& args, bool one) {
   const auto& p = args.positional;
   if (one ? p.size() != 2 : p.size() != 1) {

@@ -44,7 +44,10 @@ Commands:
                                         consumers, unacked deliveries, pending receives
   declare-queue NAME [--transient] [--exclusive] [--auto-delete]
   delete-queue NAME [--if-unused] [--if-empty]
-  purge-queue NAME
+  purge QUEUE [--no-wait] [--json]      remove QUEUE's ready and delayed messages (not those
+                                        in flight); waits while a large purge is removed from
+                                        the disk, with a progress bar on a terminal
+  purge-queue NAME [--no-wait] [--json] the same as purge
   declare-exchange NAME TYPE [--transient] [--auto-delete] [--alternate EXCHANGE]
                                         TYPE is direct, fanout, topic or headers
   delete-exchange NAME [--if-unused]
@@ -505,14 +508,7 @@ int RunCommand(wharf::Client& client, const std::string& command, const Args& ar
                 static_cast<unsigned long long>(*n));
     return 0;
   }
-  if (command == "purge-queue") {
-    if (p.empty()) return Usage("purge-queue needs NAME");
-    auto n = client.PurgeQueue(p[0]);
-    if (!n.ok()) return Refused(n.status());
-    std::printf("purged %llu messages from '%s'\n", static_cast<unsigned long long>(*n),
-                p[0].c_str());
-    return 0;
-  }
+  if (command == "purge-queue" || command == "purge") return Purge(client, args);
   if (command == "declare-exchange") {
     if (p.size() < 2) return Usage("declare-exchange needs NAME TYPE");
     auto type = wharf::ParseExchangeType(p[1]);

@@ -181,6 +181,7 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_publish_rate(info.publish_rate);
   out->set_deliver_rate(info.deliver_rate);
   out->set_ack_rate(info.ack_rate);
+  out->set_purge_reclaiming(info.purge_reclaiming);
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -204,6 +205,7 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.publish_rate = in.publish_rate();
   info.deliver_rate = in.deliver_rate();
   info.ack_rate = in.ack_rate();
+  info.purge_reclaiming = in.purge_reclaiming();
   return info;
 }
 

@@ -96,6 +96,11 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
              [](const QueueMetrics& q) { return static_cast<double>(q.info.in_flight); });
   w.PerQueue(m, "wharf_queue_delayed", "gauge", "Messages waiting for their delivery time.", all,
              [](const QueueMetrics& q) { return static_cast<double>(q.info.delayed); });
+  w.PerQueue(
+      m, "wharf_queue_purge_reclaiming", "gauge",
+      "Purged messages still being removed from the disk; absent when none.",
+      [](const QueueMetrics& q) { return q.info.purge_reclaiming > 0; },
+      [](const QueueMetrics& q) { return static_cast<double>(q.info.purge_reclaiming); });
   w.PerQueue(m, "wharf_queue_consumers", "gauge", "Active consumers.", all,
              [](const QueueMetrics& q) { return static_cast<double>(q.info.consumers); });
   w.PerQueue(

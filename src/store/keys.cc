@@ -101,6 +101,32 @@ std::string RedriveKey(uint64_t queue_id) {
   return key;
 }
 
+std::string PurgeKey(uint64_t queue_id, uint64_t from_seq) {
+  std::string key(1, kPurgePrefix);
+  AppendBigEndian64(&key, queue_id);
+  AppendBigEndian64(&key, from_seq);
+  return key;
+}
+
+std::string EncodePurgeValue(const PurgeValue& value) {
+  std::string out;
+  AppendLittleEndian64(&out, value.cursor_seq);
+  AppendLittleEndian64(&out, value.to_seq);
+  AppendLittleEndian64(&out, value.messages);
+  AppendLittleEndian64(&out, value.removed);
+  return out;
+}
+
+std::optional<PurgeValue> DecodePurgeValue(std::string_view value) {
+  if (value.size() != 32) return std::nullopt;
+  PurgeValue out;
+  out.cursor_seq = ReadLittleEndian64(value.substr(0, 8));
+  out.to_seq = ReadLittleEndian64(value.substr(8, 8));
+  out.messages = ReadLittleEndian64(value.substr(16, 8));
+  out.removed = ReadLittleEndian64(value.substr(24, 8));
+  return out;
+}
+
 std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
   if (value.size() < 13) return std::nullopt;
   return EntryValue{ReadLittleEndian64(value), ReadLittleEndian32(value.substr(8)),

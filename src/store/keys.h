@@ -1,10 +1,10 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v4: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v5: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "4"
+//     "F"                                 -> decimal storage format version, "5"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
@@ -14,6 +14,11 @@
 //     "d" fixed64be(queue-id)             -> fixed64le seq: every message up to it was delivered
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
 //     "t" fixed64be(queue-id)             -> RedriveRecord        (the queue's last redrive)
+//     "p" fixed64be(queue-id) fixed64be(from-seq) -> purge-value  (a purged range of entries
+//                                            still being removed; gone once it is removed)
+//   purge-value := fixed64le(cursor-seq) fixed64le(to-seq) fixed64le(messages) fixed64le(removed)
+//     Entries of the queue in [cursor-seq, to-seq) are purged: never loaded or counted, and
+//     removed in the background (docs/storage.md, "Purge").
 //   column family "messages"  (messages in two or more queues: written once, deleted once)
 //     fixed64be(message-id)               -> MessageRecord
 //   column family "entries"   (one per message per queue: the queues themselves)
@@ -61,8 +66,9 @@ namespace wharf::store {
 // "d" delivery marks; a format-1 directory is upgraded by rewriting "F" only. 3 - adds the
 // "delayed" column family and kEntryAttempts; 1 and 2 are upgraded by rewriting "F" (the
 // family starts empty, no older entry has the flag). 4 - adds redrive records ("t"); 1-3 are
-// upgraded by rewriting "F".
-inline constexpr int kFormatVersion = 4;
+// upgraded by rewriting "F". 5 - adds purge records ("p"); 1-4 are upgraded by rewriting "F"
+// (a format-4 build would not know them and would bring purged messages back).
+inline constexpr int kFormatVersion = 5;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -80,6 +86,7 @@ inline constexpr char kRefsPrefix = 'r';
 inline constexpr char kUserPrefix = 'u';
 inline constexpr char kDeliveredPrefix = 'd';
 inline constexpr char kRedrivePrefix = 't';
+inline constexpr char kPurgePrefix = 'p';
 
 struct EntryValue {
   uint64_t message_id = 0;
@@ -114,6 +121,17 @@ std::string_view EntryAttemptsBytes(std::string_view value);
 std::string_view EntryRecordBytes(std::string_view value);
 std::string DeliveredKey(uint64_t queue_id);
 std::string RedriveKey(uint64_t queue_id);
+// A purge's record: 'p', fixed64be(queue-id), fixed64be(first purged seq). Its value:
+// EncodePurgeValue. PurgeKey(q, 0) to PurgeKey(q + 1, 0) spans every purge of queue q.
+std::string PurgeKey(uint64_t queue_id, uint64_t from_seq);
+struct PurgeValue {
+  uint64_t cursor_seq = 0;  // entries below it (and from from_seq) are removed already
+  uint64_t to_seq = 0;      // exclusive end of the purged range
+  uint64_t messages = 0;    // messages the range held when purged (an estimate when paged)
+  uint64_t removed = 0;     // entries removed so far
+};
+std::string EncodePurgeValue(const PurgeValue& value);
+std::optional<PurgeValue> DecodePurgeValue(std::string_view value);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);
 struct DelayedKeyParts {

@@ -75,6 +75,17 @@ struct StoredRedrive {
   uint64_t end_seq = 0;
 };
 
+// A purged range of a queue's entries that the store is still removing (docs/storage.md,
+// "Purge"): entries in [cursor_seq, to_seq) are gone for every reader already.
+struct StoredPurge {
+  uint64_t queue_id = 0;
+  uint64_t from_seq = 0;    // where the range started (the record's key)
+  uint64_t cursor_seq = 0;  // removed below this
+  uint64_t to_seq = 0;
+  uint64_t messages = 0;  // messages the range held when purged
+  uint64_t removed = 0;   // entries removed so far
+};
+
 // A group of changes applied atomically and in order.
 class StoreBatch {
  public:
@@ -93,6 +104,16 @@ class StoreBatch {
     uint64_t from_seq;  // inclusive
     uint64_t to_seq;    // exclusive
   };
+  // Purges entries [from_seq, to_seq) of a queue: at once for every reader (loads and counts
+  // skip them from this batch on, after a restart too), and removed from the disk in the
+  // background in bounded steps between other writes, reported through the ReclaimCallback.
+  // `messages` is how many the range holds (for progress).
+  struct PurgeRange {
+    uint64_t queue_id;
+    uint64_t from_seq;
+    uint64_t to_seq;
+    uint64_t messages;
+  };
   struct PutExchange {
     ExchangeSpec spec;
   };
@@ -105,7 +126,7 @@ class StoreBatch {
   };
   struct RemoveQueue {
     std::string name;  // and every binding to it, every entry and the bodies they held, its
-                       // timeline and its redrive
+                       // timeline, its redrive and its purges
     uint64_t queue_id;
   };
   struct PutBinding {
@@ -156,7 +177,7 @@ class StoreBatch {
   struct PutRedrive {
     StoredRedrive redrive;
   };
-  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PutExchange,
+  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PurgeRange, PutExchange,
                           RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
                           RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
                           RemoveAllDelayed, PutRedrive>;
@@ -184,8 +205,13 @@ struct StoredQueue {
   // Messages up to this sequence number had been delivered (MarkDelivered); 0 = none.
   uint64_t delivered_through = 0;
   bool has_delayed = false;  // its timeline is not empty (counted later, like the entries)
-  // next_seq - first_seq: an upper bound on the entries (acks leave gaps).
-  uint64_t estimated_messages() const { return first_seq == 0 ? 0 : next_seq - first_seq; }
+  // Sequence numbers between first_seq and the last entry that purged ranges hide.
+  uint64_t purged_span = 0;
+  // An upper bound on the entries (acks leave gaps): the span from the first to the last,
+  // less what purges hide.
+  uint64_t estimated_messages() const {
+    return first_seq == 0 ? 0 : next_seq - first_seq - purged_span;
+  }
 };
 
 struct RecoveredState {
@@ -194,6 +220,7 @@ struct RecoveredState {
   std::vector<BindingSpec> bindings;
   std::vector<StoredUser> users;
   std::vector<StoredRedrive> redrives;  // of existing queues
+  std::vector<StoredPurge> purges;      // of existing queues, still being removed
   uint64_t next_queue_id = 1;
   uint64_t max_message_id = 0;
   // Entries of queues that no longer exist (a deletion the crash interrupted): remove them.
@@ -218,6 +245,9 @@ struct DelayedRef {
 };
 
 using CommitCallback = std::function<void(Status)>;
+// A step of a purge's removal: `removed` more entries of queue `queue_id` are off the disk;
+// `finished` when one of its purged ranges is removed entirely.
+using ReclaimCallback = std::function<void(uint64_t queue_id, uint64_t removed, bool finished)>;
 using LoadCallback = std::function<void(Result<std::vector<LoadedMessage>>)>;
 using FindDelayedCallback = std::function<void(Result<std::optional<DelayedRef>>)>;
 enum class CountKind { kEntries, kDelayed };
@@ -259,6 +289,10 @@ class MessageStore {
   // Counts, in the background, the entries each recovered queue had at Recover(), and reports
   // each count through `done`. Loads keep being served meanwhile.
   virtual void CountRecoveredQueues(CountCallback done) = 0;
+
+  // Where the background removal of purged ranges reports (through the PostFn). Call once,
+  // after Recover and before the first Commit: the ranges Recover found start then.
+  virtual void SetReclaimCallback(ReclaimCallback progress) = 0;
 
   // Writes everything committed so far, runs the remaining callbacks and stops the store's
   // threads. Later calls to Commit or Load fail with kShuttingDown.

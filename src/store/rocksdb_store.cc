@@ -236,11 +236,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
                  kFormatVersion);
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
-  } else if (value == "1" || value == "2" || value == "3") {
-    // Formats 2 to 4 only add to format 1 (inline entries, delivery marks; the "delayed"
-    // family; redrive records): everything older reads as it is. Mark the directory as the current
-    // format before writing anything of it, so that an older build refuses it instead of misreading
-    // it.
+  } else if (value == "1" || value == "2" || value == "3" || value == "4") {
+    // Formats 2 to 5 only add to format 1 (inline entries, delivery marks; the "delayed"
+    // family; redrive records; purge records): everything older reads as it is. Mark the directory
+    // as the current format before writing anything of it, so that an older build refuses it
+    // instead of misreading it.
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
@@ -265,6 +265,7 @@ Result<RecoveredState> RocksDbStore::Recover() {
   std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
   std::unordered_map<uint64_t, uint64_t> delivered;  // queue id -> delivered through
   std::vector<StoredRedrive> redrives;
+  std::vector<StoredPurge> purges;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice key = it->key();
@@ -329,6 +330,21 @@ Result<RecoveredState> RocksDbStore::Recover() {
         redrives.push_back(std::move(redrive));
         break;
       }
+      case kPurgePrefix: {
+        auto purge = DecodePurgeValue(std::string_view(payload.data(), payload.size()));
+        if (key.size() != 17 || !purge) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt purge record");
+        }
+        StoredPurge stored;
+        stored.queue_id = ReadBigEndian64(std::string_view(key.data() + 1, 8));
+        stored.from_seq = ReadBigEndian64(std::string_view(key.data() + 9, 8));
+        stored.cursor_seq = purge->cursor_seq;
+        stored.to_seq = purge->to_seq;
+        stored.messages = purge->messages;
+        stored.removed = purge->removed;
+        purges.push_back(stored);
+        break;
+      }
       default:
         break;
     }
@@ -344,6 +360,27 @@ Result<RecoveredState> RocksDbStore::Recover() {
     // not expected, and not worth failing the start for.
     if (queue_index.contains(redrive.queue_id)) state.redrives.push_back(std::move(redrive));
   }
+  {
+    // Purged ranges still on disk: hidden from loads and counts from here on, and removed
+    // once the broker listens (SetReclaimCallback). RemoveQueue removes a queue's records.
+    rocksdb::WriteBatch stale;
+    std::lock_guard lock(doomed_mu_);
+    for (const StoredPurge& purge : purges) {
+      if (!queue_index.contains(purge.queue_id) || purge.cursor_seq >= purge.to_seq) {
+        // Its queue was removed (RemoveQueue deletes its records in the same write; this is
+        // only a leftover): nothing to hide or remove.
+        stale.Delete(meta_, PurgeKey(purge.queue_id, purge.from_seq));
+        continue;
+      }
+      doomed_[purge.queue_id].emplace_back(purge.cursor_seq, purge.to_seq);
+      state.purges.push_back(purge);
+    }
+    if (stale.Count() > 0) {
+      s = db_->Write(rocksdb::WriteOptions(), &stale);
+      if (!s.ok()) return FromRocksDb(s, "cannot remove a stale purge record");
+    }
+  }
+  recovered_reclaims_ = state.purges;
 
   // Queues: the first and last entry of each; no walk over the entries, so start-up takes
   // the same time for ten messages or ten million. Counting happens later, in the background,
@@ -353,19 +390,53 @@ Result<RecoveredState> RocksDbStore::Recover() {
   at_snapshot.snapshot = snapshot;
   it.reset(db_->NewIterator(at_snapshot, entries_));
   for (StoredQueue& queue : state.queues) {
+    auto doomed = DoomedRanges(queue.queue_id);
+    // New sequence numbers start past every purged range, so no new entry lands in one.
+    for (const auto& [from, to] : doomed) queue.next_seq = std::max(queue.next_seq, to);
+    auto key_seq = [&]() -> std::optional<uint64_t> {
+      if (!it->Valid()) return std::nullopt;
+      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+      if (!parts || parts->queue_id != queue.queue_id) return std::nullopt;
+      return parts->seq;
+    };
+    auto purged = [&](uint64_t seq) -> const std::pair<uint64_t, uint64_t>* {
+      for (const auto& range : doomed) {
+        if (seq >= range.first && seq < range.second) return &range;
+      }
+      return nullptr;
+    };
+    // The first and last entries outside the purged ranges.
     it->Seek(EntryKey(queue.queue_id, 0));
-    auto first = it->Valid() ? ParseEntryKey(std::string_view(it->key().data(), it->key().size()))
-                             : std::nullopt;
-    if (!first || first->queue_id != queue.queue_id) continue;
+    auto first = key_seq();
+    while (first && purged(*first)) {
+      it->Seek(EntryKey(queue.queue_id, purged(*first)->second));
+      first = key_seq();
+    }
+    if (!first) continue;
     it->SeekForPrev(EntryKey(queue.queue_id, UINT64_MAX));
-    auto last = it->Valid() ? ParseEntryKey(std::string_view(it->key().data(), it->key().size()))
-                            : std::nullopt;
-    if (!last || last->queue_id != queue.queue_id) continue;
-    queue.first_seq = first->seq;
-    queue.next_seq = last->seq + 1;
+    auto last = key_seq();
+    while (last && purged(*last)) {
+      uint64_t from = purged(*last)->first;
+      if (from == 0) {
+        last.reset();
+        break;
+      }
+      it->SeekForPrev(EntryKey(queue.queue_id, from - 1));
+      last = key_seq();
+    }
+    if (!last) continue;
+    queue.first_seq = *first;
+    // Sequence numbers hidden by purges between the first and the last: not in the estimate;
+    // those past the last are counted off the estimate too, as next_seq covers them.
+    uint64_t end = std::max(queue.next_seq, *last + 1);
+    for (const auto& [from, to] : doomed) {
+      uint64_t lo = std::max(from, *first), hi = std::min(to, end);
+      if (hi > lo) queue.purged_span += hi - lo;
+    }
+    queue.next_seq = end;
     recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
                                  EntryKey(queue.queue_id, queue.first_seq),
-                                 EntryKey(queue.queue_id, queue.next_seq)});
+                                 EntryKey(queue.queue_id, *last + 1), doomed});
   }
   // Timelines: whether each has anything; counted later too (the index keys, one per message).
   std::unique_ptr<rocksdb::Iterator> delayed_it(db_->NewIterator(at_snapshot, delayed_));
@@ -374,8 +445,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
     delayed_it->Seek(start);
     if (!delayed_it->Valid() || !delayed_it->key().starts_with(start)) continue;
     queue.has_delayed = true;
-    recovered_ranges_.push_back({queue.queue_id, CountKind::kDelayed, start,
-                                 DelayedPrefix(queue.queue_id, kDelayedIndex + 1)});
+    recovered_ranges_.push_back({queue.queue_id,
+                                 CountKind::kDelayed,
+                                 start,
+                                 DelayedPrefix(queue.queue_id, kDelayedIndex + 1),
+                                 {}});
   }
   for (delayed_it->SeekToFirst(); delayed_it->Valid();) {
     if (delayed_it->key().size() < 9) {
@@ -413,6 +487,21 @@ Result<RecoveredState> RocksDbStore::Recover() {
   if (s.ok() && value.size() == 8) state.max_message_id = ReadLittleEndian64(value);
   max_message_id_ = state.max_message_id;
   return state;
+}
+
+void RocksDbStore::SetReclaimCallback(ReclaimCallback progress) {
+  {
+    std::lock_guard lock(mu_);
+    reclaim_callback_ = std::move(progress);
+    pending_reclaims_ = std::move(recovered_reclaims_);
+  }
+  cv_.notify_one();
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> RocksDbStore::DoomedRanges(uint64_t queue_id) {
+  std::lock_guard lock(doomed_mu_);
+  auto it = doomed_.find(queue_id);
+  return it == doomed_.end() ? std::vector<std::pair<uint64_t, uint64_t>>() : it->second;
 }
 
 void RocksDbStore::CountRecoveredQueues(CountCallback done) {
@@ -488,9 +577,21 @@ void RocksDbStore::WriterLoop() {
     std::deque<Request> group;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return closing_ || !requests_.empty(); });
-      if (requests_.empty()) return;  // closing, and everything is written
+      // Purges are removed a step at a time whenever no commit waits (and after each group),
+      // so a large one delays a confirm by one step at most. Closing leaves the rest, with
+      // its records, for the next start.
+      cv_.wait(lock, [this] {
+        return closing_ || !requests_.empty() || !pending_reclaims_.empty() ||
+               (!reclaims_.empty() && error_.ok() && ReclaimAllowed());
+      });
+      for (StoredPurge& purge : pending_reclaims_) reclaims_.push_back(purge);
+      pending_reclaims_.clear();
+      if (requests_.empty() && closing_) return;  // everything is written
       group.swap(requests_);
+    }
+    if (group.empty()) {
+      ReclaimStep();
+      continue;
     }
     if (!error_.ok()) TryResume();
     rocksdb::WriteBatch wb;
@@ -513,6 +614,21 @@ void RocksDbStore::WriterLoop() {
     }
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
     references_.clear();  // written, or lost with the failed write: either way, read anew
+    if (!status.ok()) {
+      // Purges of this group are not on disk: nothing to hide or remove (the broker undoes
+      // its count of them when it gets the failed commit).
+      for (const auto& [queue_id, to_seq] : group_purges_) {
+        std::erase_if(reclaims_, [&](const StoredPurge& purge) {
+          return purge.queue_id == queue_id && purge.to_seq == to_seq;
+        });
+        std::lock_guard lock(doomed_mu_);
+        if (auto it = doomed_.find(queue_id); it != doomed_.end()) {
+          std::erase_if(it->second, [&](const auto& range) { return range.second == to_seq; });
+          if (it->second.empty()) doomed_.erase(it);
+        }
+      }
+    }
+    group_purges_.clear();
     if (!status.ok() && error_.ok()) {
       error_ = status;
       spdlog::error(
@@ -538,6 +654,118 @@ void RocksDbStore::WriterLoop() {
       }
       read_cv_.notify_one();
     }
+    // A steady stream of commits must not starve a purge: one step after each group.
+    if (!reclaims_.empty() && error_.ok()) ReclaimStep();
+  }
+}
+
+void RocksDbStore::ReclaimStep() {
+  // About 4 MiB of entries per step: a few milliseconds of reading and one write.
+  constexpr size_t kReclaimEntries = 4096;
+  constexpr size_t kReclaimBytes = 4u << 20;
+  if (reclaims_.empty() || !error_.ok() || !ReclaimAllowed()) return;
+  if (options_.write_faults && options_.write_faults->reclaim_steps > 0) {
+    --options_.write_faults->reclaim_steps;
+  }
+  StoredPurge& purge = reclaims_.front();
+  const uint64_t queue_id = purge.queue_id;
+  rocksdb::WriteBatch wb;
+  group_max_id_ = 0;
+  std::string lower = EntryKey(queue_id, purge.cursor_seq);
+  std::string upper = EntryKey(queue_id, purge.to_seq);
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions read;
+  read.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
+  size_t entries = 0;
+  size_t bytes = 0;
+  uint64_t next_cursor = purge.to_seq;
+  Status status;
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    if (entries == kReclaimEntries || bytes >= kReclaimBytes) {
+      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+      if (parts) next_cursor = parts->seq;
+      break;
+    }
+    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+    if (entry && !(entry->flags & kEntryInline)) {
+      status = Release(entry->message_id, entry->flags & kEntryShared, &wb);
+      if (!status.ok()) break;
+    }
+    ++entries;
+    bytes += it->key().size() + it->value().size();
+  }
+  if (status.ok() && !it->status().ok()) {
+    status = FromRocksDb(it->status(), "cannot read a purged range to remove it");
+  }
+  if (!status.ok()) {
+    // A read failed (a corrupt block?): writing is not at fault, so nothing else stops. The
+    // range stays hidden and recorded, and its removal is tried again at the next start.
+    references_.clear();
+    spdlog::error(
+        "store: cannot read purged queue id {} to remove it (left until the next "
+        "start): {}",
+        queue_id, status.ToString());
+    reclaims_.pop_front();
+    return;
+  }
+  const bool finished = next_cursor >= purge.to_seq;
+  const uint64_t removed = purge.removed + entries;
+  // The step's entries, the bodies only they held and the record's new position: one atomic
+  // write, so a crash resumes exactly here.
+  wb.DeleteRange(entries_, lower, EntryKey(queue_id, next_cursor));
+  if (finished) {
+    wb.Delete(meta_, PurgeKey(queue_id, purge.from_seq));
+  } else {
+    wb.Put(meta_, PurgeKey(queue_id, purge.from_seq),
+           EncodePurgeValue({next_cursor, purge.to_seq, purge.messages, removed}));
+  }
+  status = Write(&wb, false);
+  references_.clear();
+  if (!status.ok()) {
+    if (error_.ok()) {
+      error_ = status;
+      spdlog::error(
+          "store: removing purged queue id {} failed, writes are refused until it "
+          "recovers: {}",
+          queue_id, status.ToString());
+    }
+    return;  // the same step is tried again once writes work again
+  }
+  purge.cursor_seq = next_cursor;
+  purge.removed = removed;
+  {
+    std::lock_guard lock(doomed_mu_);
+    auto& ranges = doomed_[queue_id];
+    for (auto range = ranges.begin(); range != ranges.end(); ++range) {
+      if (range->second != purge.to_seq) continue;
+      if (finished) {
+        ranges.erase(range);
+      } else {
+        range->first = purge.cursor_seq;
+      }
+      break;
+    }
+    if (ranges.empty()) doomed_.erase(queue_id);
+  }
+  if (finished) {
+    spdlog::info("store: purged range of queue id {} removed ({} entries)", queue_id,
+                 purge.removed);
+    reclaims_.pop_front();
+  } else if (reclaims_.size() > 1) {
+    // Purges of several queues take turns, so each one shows progress.
+    reclaims_.push_back(std::move(reclaims_.front()));
+    reclaims_.pop_front();
+  }
+  ReclaimCallback callback;
+  {
+    std::lock_guard lock(mu_);
+    callback = reclaim_callback_;
+  }
+  if (callback) {
+    post_([callback = std::move(callback), queue_id, entries, finished] {
+      callback(queue_id, entries, finished);
+    });
   }
 }
 
@@ -698,6 +926,32 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             status = Release(e.message_id, e.flags & kEntryShared, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveRange>) {
             status = RemoveEntries(o.queue_id, o.from_seq, o.to_seq, wb);
+          } else if constexpr (std::is_same_v<T, StoreBatch::PurgeRange>) {
+            // The range may start inside an earlier purge's range still being removed (after a
+            // restart, a load can stop just short of a recovered one): start past that range,
+            // which the earlier purge removes anyway, so no two share a record. One wholly
+            // inside this one is fine: steps are written one after the other, so an entry is
+            // removed (and its body released) once.
+            uint64_t from = o.from_seq;
+            for (bool moved = true; moved;) {
+              moved = false;
+              for (const StoredPurge& earlier : reclaims_) {
+                if (earlier.queue_id == o.queue_id && earlier.from_seq <= from &&
+                    from < earlier.to_seq) {
+                  from = earlier.to_seq;
+                  moved = true;
+                }
+              }
+            }
+            if (from >= o.to_seq) return;
+            // The record makes the purge durable with this write; ReclaimStep does the rest.
+            wb->Put(meta_, PurgeKey(o.queue_id, from),
+                    EncodePurgeValue({from, o.to_seq, o.messages, 0}));
+            StoredPurge purge{o.queue_id, from, from, o.to_seq, o.messages, 0};
+            reclaims_.push_back(purge);
+            group_purges_.emplace_back(o.queue_id, o.to_seq);
+            std::lock_guard lock(doomed_mu_);
+            doomed_[o.queue_id].emplace_back(from, o.to_seq);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutExchange>) {
             wb->Put(meta_, Prefixed(kExchangePrefix, o.spec.name),
                     ToRecord(o.spec).SerializeAsString());
@@ -722,6 +976,14 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
                   return b.destination_exchange().empty() && b.queue() == o.name;
                 },
                 wb);
+            // Its purges go with it: every entry is removed here.
+            wb->DeleteRange(meta_, PurgeKey(o.queue_id, 0), PurgeKey(o.queue_id + 1, 0));
+            std::erase_if(reclaims_,
+                          [&](const StoredPurge& purge) { return purge.queue_id == o.queue_id; });
+            {
+              std::lock_guard lock(doomed_mu_);
+              doomed_.erase(o.queue_id);
+            }
             if (status.ok()) status = RemoveEntries(o.queue_id, 0, UINT64_MAX, wb);
             if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
             wb->Delete(meta_, RedriveKey(o.queue_id));

@@ -87,6 +87,7 @@ class RocksDbStore final : public MessageStore {
                    uint64_t max_bytes, LoadCallback done) override;
   void FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) override;
   void CountRecoveredQueues(CountCallback done) override;
+  void SetReclaimCallback(ReclaimCallback progress) override;
   void Close() override;
 
   StoreCounters counters() const;
@@ -122,6 +123,7 @@ class RocksDbStore final : public MessageStore {
       CountKind kind;
       std::string lower;  // where counting resumes
       std::string upper;
+      std::vector<std::pair<uint64_t, uint64_t>> skip;  // purged [from, to) seqs: not counted
     };
     std::vector<Range> queues;  // still to count; the first one resumes at its lower key
     uint64_t counted = 0;       // of the first one so far
@@ -142,6 +144,12 @@ class RocksDbStore final : public MessageStore {
   Status Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb);
   Status Write(rocksdb::WriteBatch* wb, bool sync);
   Status Release(uint64_t message_id, bool shared, rocksdb::WriteBatch* wb);
+  // Removes the next bounded step of the first purge in reclaims_ (entries, bodies, record)
+  // in one write, then reports it.
+  void ReclaimStep();
+  bool ReclaimAllowed() const {
+    return !options_.write_faults || options_.write_faults->reclaim_steps != 0;
+  }
   // Deletes entries [from_seq, to_seq) of a queue and releases their bodies, in bounded chunks.
   Status RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
                        rocksdb::WriteBatch* wb);
@@ -209,12 +217,27 @@ class RocksDbStore final : public MessageStore {
     std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> elided_entries;   // put, removed
     std::unordered_set<uint64_t> settled_messages;  // put and removed in all their queues
   } plan_;
-  Status error_;  // sticky write error
+  Status error_;  // sticky write error (writer thread)
   std::chrono::steady_clock::time_point last_resume_;
 
   // Set by Recover, released when the recovered queues are counted (reader) or at Close.
   std::atomic<const rocksdb::Snapshot*> recovery_snapshot_{nullptr};
   std::vector<CountJob::Range> recovered_ranges_;
+
+  // Purges being removed (docs/storage.md, "Purge"). Writer thread only, but for
+  // pending_reclaims_ and reclaim_callback_ (guarded by mu_): the ranges Recover found, handed
+  // to the writer with the callback by SetReclaimCallback.
+  std::deque<StoredPurge> reclaims_;
+  std::vector<std::pair<uint64_t, uint64_t>> group_purges_;  // (queue, to) added by this group
+  std::vector<StoredPurge> recovered_reclaims_;  // caller's thread, Recover to SetReclaimCallback
+  std::vector<StoredPurge> pending_reclaims_;
+  ReclaimCallback reclaim_callback_;
+  // Guarded by doomed_mu_: each queue's purged ranges [from, to) not yet removed, which loads
+  // skip. Written by the writer (and Recover), read by the reader.
+  std::mutex doomed_mu_;
+  std::unordered_map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> doomed_;
+  // The purged ranges of a queue now (a copy; empty for most queues).
+  std::vector<std::pair<uint64_t, uint64_t>> DoomedRanges(uint64_t queue_id);
 
   std::thread writer_;
   std::thread reader_;

@@ -4,6 +4,8 @@
 #include <rocksdb/db.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "store/keys.h"
 #include "store/records.h"
 #include "store/rocksdb_status.h"
@@ -12,6 +14,24 @@
 namespace wharf::store {
 
 // --- Reader --------------------------------------------------------------------------------------
+
+namespace {
+
+// Moves an iterator over a queue's entries past any purged range it stands in.
+void SkipPurged(rocksdb::Iterator* it, uint64_t queue_id,
+                const std::vector<std::pair<uint64_t, uint64_t>>& purged) {
+  while (!purged.empty() && it->Valid()) {
+    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+    if (!parts || parts->queue_id != queue_id) return;
+    auto range = std::find_if(purged.begin(), purged.end(), [&](const auto& r) {
+      return parts->seq >= r.first && parts->seq < r.second;
+    });
+    if (range == purged.end()) return;
+    it->Seek(EntryKey(queue_id, range->second));
+  }
+}
+
+}  // namespace
 
 void RocksDbStore::ReaderLoop() {
   while (true) {
@@ -92,6 +112,8 @@ bool RocksDbStore::CountSlice(CountJob* job) {
         db_->NewIterator(read, range.kind == CountKind::kEntries ? entries_ : delayed_));
     bool finished = true;
     for (it->Seek(range.lower); it->Valid(); it->Next()) {
+      SkipPurged(it.get(), range.queue_id, range.skip);
+      if (!it->Valid()) break;
       if (budget-- == 0) {
         range.lower = it->key().ToString();  // resumes here
         finished = false;
@@ -135,9 +157,13 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
   read.iterate_lower_bound = &lower_slice;
   read.iterate_upper_bound = &upper_slice;
   std::vector<LoadedMessage> out;
+  // Taken before the iterator: a range removed since is removed in what the iterator sees.
+  const auto purged = request.delayed ? std::vector<std::pair<uint64_t, uint64_t>>()
+                                      : DoomedRanges(request.queue_id);
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(read, request.delayed ? delayed_ : entries_));
   it->Seek(lower);
+  SkipPurged(it.get(), request.queue_id, purged);
   uint64_t bytes = 0;
   // Takes a parsed record (or a failed parse) into `loaded`.
   auto take = [&](LoadedMessage& loaded, pb::MessageRecord* record) {
@@ -162,7 +188,8 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
   while (it->Valid() && out.size() < request.limit && bytes < request.max_bytes) {
     std::vector<size_t> shared;  // indexes in `out` whose body is in "messages"
     std::vector<std::string> keys;
-    for (size_t n = 0; it->Valid() && out.size() < request.limit && n < kChunk; it->Next(), ++n) {
+    for (size_t n = 0; it->Valid() && out.size() < request.limit && n < kChunk;
+         it->Next(), ++n, SkipPurged(it.get(), request.queue_id, purged)) {
       std::string_view value(it->value().data(), it->value().size());
       std::string_view key(it->key().data(), it->key().size());
       auto entry = DecodeEntryValue(value);

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <set>
 #include <string>
@@ -199,6 +201,54 @@ TEST(Redrive, WharfctlRequeuesOneMessageByIdAndMovesTheRest) {
   out = Ctl(server, "move other", &code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("move needs --to DST"), std::string::npos) << out;
+}
+
+// A purge of a queue paged to disk: wharfctl waits for its removal from the disk; kill -9
+// after it brings none of the purged messages back, and keeps the ones published after.
+TEST(Purge, WharfctlWaitsForALargePurgeAndItStaysPurgedAfterKill9) {
+  std::string dir = testing::MakeTempDir("wharf-purge");
+  std::string config = dir + "/wharfd.toml";
+  std::ofstream(config) << "[store]\npage_max_messages = 100\n";
+  testing::TestServer server({"--config", config});
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  QueueSpec spec;
+  spec.name = "deep";
+  spec.durable = true;
+  ASSERT_TRUE(client->DeclareQueue(spec).ok());
+  constexpr int kMessages = 20'000;
+  Message m;
+  m.persistent = true;
+  m.body = std::string(200, 'x');
+  for (int i = 0; i < kMessages - 1; ++i) client->PublishNoConfirm("", "deep", m);
+  ASSERT_TRUE(client->Publish("", "deep", m).ok());
+
+  int code = -1;
+  std::string out = Ctl(server, "purge deep --json", &code);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out, "{\"queue\":\"deep\",\"purged\":20000,\"purge_reclaiming\":0}\n");
+  out = Ctl(server, "queue show deep --json", &code);
+  EXPECT_NE(out.find("\"ready\":0,"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"purge_reclaiming\":0,"), std::string::npos) << out;
+  m.body = "after";
+  ASSERT_TRUE(client->Publish("", "deep", m).ok());
+
+  server.Kill();
+  ASSERT_TRUE(server.Restart());
+  client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  auto got = client->Receive("deep", 10, milliseconds(2'000));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].message.body, "after");
+
+  out = Ctl(server, "purge deep --no-wait", &code);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_EQ(out, "purged 0 messages from 'deep'\n") << "the one in flight stays";
+  out = Ctl(server, "purge nope", &code);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("'nope' not found"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -208,6 +208,74 @@ TEST_F(BrokerStoreTest, MessagesPagedWhileALoadIsInFlightAreNotForgotten) {
   EXPECT_EQ(Info("q").ready, 0u);
 }
 
+TEST_F(BrokerStoreTest, ALargePurgeIsReclaimedInTheBackgroundAndStaysPurgedAcrossACrash) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 100;
+  options.load_batch = 64;
+  Restart(options);
+  DeclareQueue("deep");
+  for (int i = 0; i < 10'000; ++i) {
+    ASSERT_TRUE(Publish("", "deep", "m" + std::to_string(i)).ok());
+  }
+  Drain();
+  EXPECT_EQ(Bodies(Take("deep", 2)), (std::vector<std::string>{"m0", "m1"}));  // in flight
+  faults_->reclaim_steps = 0;  // the disk keeps the purged entries until allowed
+  auto purged = broker_->PurgeQueue(kS1, "deep");
+  ASSERT_TRUE(purged.ok());
+  EXPECT_EQ(*purged, 9'998u);
+  const uint64_t reclaiming = Info("deep").purge_reclaiming;
+  EXPECT_GT(reclaiming, 9'000u) << "the paged part is removed in the background";
+  EXPECT_EQ(Info("deep").ready, 0u);
+  for (const char* body : {"after-1", "after-2", "after-3"}) {
+    ASSERT_TRUE(Publish("", "deep", body).ok());
+  }
+  Drain();
+
+  faults_->reclaim_steps = 1;
+  DeclareQueue("wake");  // a commit wakes the writer
+  ASSERT_TRUE(mailbox_.RunUntil([&] {
+    broker_->Flush();
+    return Info("deep").purge_reclaiming < reclaiming;
+  }));
+  EXPECT_GT(Info("deep").purge_reclaiming, 0u);
+
+  Restart(options);  // kill -9 part-way through
+  EXPECT_GT(Info("deep").purge_reclaiming, 0u) << "the rest resumes after the restart";
+  EXPECT_EQ(Info("deep").ready, 5u) << "the two in flight and the three published after";
+  faults_->reclaim_steps = -1;
+  DeclareQueue("wake-again");
+  ASSERT_TRUE(mailbox_.RunUntil([&] {
+    broker_->Flush();
+    return Info("deep").purge_reclaiming == 0;
+  }));
+  auto left = Take("deep");
+  EXPECT_EQ(Bodies(left), (std::vector<std::string>{"m0", "m1", "after-1", "after-2", "after-3"}));
+  ASSERT_TRUE(Publish("", "deep", "after-restart").ok());
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("deep").purge_reclaiming, 0u);
+  EXPECT_EQ(Bodies(Take("deep")), (std::vector<std::string>{"m0", "m1", "after-1", "after-2",
+                                                            "after-3", "after-restart"}));
+}
+
+TEST_F(BrokerStoreTest, APurgeTheStoreCouldNotWriteLeavesNothingToWaitFor) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 100;
+  options.load_batch = 64;
+  Restart(options);
+  DeclareQueue("deep");
+  for (int i = 0; i < 1'000; ++i) ASSERT_TRUE(Publish("", "deep", "m").ok());
+  Drain();
+  faults_->disk_full = true;
+  auto purged = broker_->PurgeQueue(kS1, "deep");
+  ASSERT_TRUE(purged.ok());  // the broker does not know yet
+  EXPECT_EQ(*purged, 1'000u);
+  EXPECT_GT(Info("deep").purge_reclaiming, 0u);
+  Drain();
+  EXPECT_EQ(Info("deep").purge_reclaiming, 0u) << "no removal will ever report";
+  faults_->disk_full = false;
+}
+
 TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   BrokerOptions options;
   options.page_limits.max_messages = 5;

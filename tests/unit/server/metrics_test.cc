@@ -30,6 +30,7 @@ broker::BrokerMetrics Sample() {
   orders.expired_total = 1;
   orders.info.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
   orders.info.dead_letter_target = "orders.dlq";
+  orders.info.purge_reclaiming = 9'000;
   broker::QueueMetrics dlq;
   dlq.info.name = "orders.dlq";
   dlq.info.ready = 2;
@@ -57,6 +58,8 @@ TEST(Metrics, QueueSeriesAreLabelledAndTyped) {
             std::string::npos)
       << "no head in RAM: no sample rather than a wrong one";
   EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_purge_reclaiming{queue=\"orders\"} 9000"));
+  EXPECT_EQ(text.find("wharf_queue_purge_reclaiming{queue=\"orders.dlq\"}"), std::string::npos);
   EXPECT_EQ(text.find("wharf_dead_letter_queue_ready{queue=\"orders\"}"), std::string::npos);
   EXPECT_TRUE(Has(text, "# TYPE wharf_queue_acked_total counter"));
   EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 100"));

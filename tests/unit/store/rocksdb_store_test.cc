@@ -5,7 +5,9 @@
 #include <rocksdb/db.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "store/keys.h"
@@ -50,6 +52,18 @@ class RocksDbStoreTest : public ::testing::Test {
   void Reopen() {
     store_.reset();
     Open();
+  }
+  // Opens the store with fault injection, purges held on disk until `reclaim_steps` allows.
+  std::shared_ptr<WriteFaults> OpenHoldingPurges() {
+    auto faults = std::make_shared<WriteFaults>();
+    faults->reclaim_steps = 0;
+    StoreOptions options;
+    options.write_faults = faults;
+    store_ = OpenStore(dir_.path(), &mailbox_, options);
+    if (store_) {
+      EXPECT_TRUE(store_->Recover().ok());
+    }
+    return faults;
   }
   Status CommitSync(StoreBatch batch, bool sync = true) {
     bool done = false;
@@ -346,6 +360,154 @@ TEST_F(RocksDbStoreTest, RemoveRangeAndRemoveQueueReleaseBodies) {
   EXPECT_EQ(StoredBodies(), 0u) << "no body outlives the queues";
 }
 
+// Seqs 1-2 stay (in flight when purged), 3-10,002 are purged (9,999 inline and one shared
+// with queue "b"), 10,003-10,005 came after the purge.
+void FillForPurge(StoreBatch* batch) {
+  batch->Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch->Add(StoreBatch::PutQueue{Queue("b"), 2});
+  auto body = MakeEnvelope(1, "x");
+  for (uint64_t seq = 1; seq <= 10'005; ++seq) {
+    if (seq == 10'002) continue;
+    batch->Add(StoreBatch::PutEntry{EntryRef{1, seq, seq, 0, kEntryInline, body}});
+  }
+  batch->Add(StoreBatch::PutMessage{MakeEnvelope(20'000, "shared"), 2});
+  batch->Add(StoreBatch::PutEntry{EntryRef{1, 10'002, 20'000, 0, kEntryShared}});
+  batch->Add(StoreBatch::PutEntry{EntryRef{2, 1, 20'000, 0, kEntryShared}});
+}
+
+std::vector<uint64_t> Seqs(const std::vector<LoadedMessage>& loaded) {
+  std::vector<uint64_t> out;
+  for (const auto& m : loaded) out.push_back(m.seq);
+  return out;
+}
+
+TEST_F(RocksDbStoreTest, APurgeIsHiddenAtOnceAndRemovedInStepsAcrossARestart) {
+  auto faults = OpenHoldingPurges();
+  ASSERT_NE(store_, nullptr);
+  uint64_t removed = 0, finished = 0;
+  auto listen = [&] {
+    store_->SetReclaimCallback([&](uint64_t queue_id, uint64_t n, bool done) {
+      EXPECT_EQ(queue_id, 1u);
+      removed += n;
+      finished += done ? 1 : 0;
+    });
+  };
+  listen();
+  StoreBatch batch;
+  FillForPurge(&batch);
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  StoreBatch purge;
+  purge.Add(StoreBatch::PurgeRange{1, 3, 10'003, 10'000});
+  ASSERT_TRUE(CommitSync(std::move(purge)).ok());
+  const std::vector<uint64_t> kept = {1, 2, 10'003, 10'004, 10'005};
+  EXPECT_EQ(Seqs(LoadAll(1)), kept) << "purged entries are gone for readers at once";
+  EXPECT_EQ(Seqs(LoadAll(1, 2, UINT64_MAX, 2)), (std::vector<uint64_t>{2, 10'003}));
+  EXPECT_EQ(LoadAll(2).size(), 1u);
+
+  // One step, then the process stops.
+  faults->reclaim_steps = 1;
+  ASSERT_TRUE(CommitSync(StoreBatch()).ok());
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return removed > 0; }));
+  EXPECT_EQ(removed, 4096u);
+  EXPECT_EQ(finished, 0u);
+  store_.reset();
+
+  Open();
+  ASSERT_EQ(state_.purges.size(), 1u);
+  EXPECT_EQ(state_.purges[0].queue_id, 1u);
+  EXPECT_EQ(state_.purges[0].from_seq, 3u);
+  EXPECT_EQ(state_.purges[0].cursor_seq, 3u + 4096u);
+  EXPECT_EQ(state_.purges[0].removed, 4096u);
+  EXPECT_EQ(state_.purges[0].messages, 10'000u);
+  const StoredQueue* a = FindQueue("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->first_seq, 1u);
+  EXPECT_EQ(a->next_seq, 10'006u);
+  EXPECT_EQ(Counts()[1], 5u) << "the count leaves the purged range out";
+  EXPECT_EQ(Seqs(LoadAll(1)), kept) << "still hidden after the restart";
+
+  removed = finished = 0;
+  listen();  // the recovered purge resumes
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return finished == 1; }));
+  EXPECT_EQ(removed, 10'000u - 4096u);
+  EXPECT_EQ(Seqs(LoadAll(1)), kept);
+  EXPECT_EQ(StoredBodies(), 1u) << "the shared body stays for queue b";
+  EXPECT_TRUE(state_.purges.empty()) << "the record goes with the last step";
+  StoreBatch ack;
+  ack.Add(StoreBatch::RemoveEntry{EntryRef{2, 1, 20'000, 0, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(ack)).ok());
+  EXPECT_EQ(StoredBodies(), 0u) << "the purge released its reference";
+}
+
+TEST_F(RocksDbStoreTest, AFailedPurgeStepIsTriedAgainNotSkipped) {
+  auto faults = OpenHoldingPurges();
+  ASSERT_NE(store_, nullptr);
+  uint64_t removed = 0, finished = 0;
+  store_->SetReclaimCallback([&](uint64_t, uint64_t n, bool done) {
+    removed += n;
+    finished += done ? 1 : 0;
+  });
+  StoreBatch batch;
+  FillForPurge(&batch);
+  batch.Add(StoreBatch::PurgeRange{1, 3, 10'003, 10'000});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+
+  // The first step's write fails (the group before it writes nothing, so it is the step).
+  faults->disk_full = true;
+  faults->reclaim_steps = 1;
+  ASSERT_TRUE(CommitSync(StoreBatch(), /*sync=*/false).ok());
+  for (int i = 0; i < 100 && faults->reclaim_steps != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(faults->reclaim_steps, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its write fails meanwhile
+
+  // Space is back: the store resumes on a later commit, and the purge goes on from where it
+  // was, not from where the failed step would have left it.
+  faults->disk_full = false;
+  faults->reclaim_steps = -1;
+  bool resumed = false;
+  for (int i = 0; i < 50 && !resumed; ++i) {
+    StoreBatch probe;
+    probe.Add(StoreBatch::PutUser{StoredUser{"u", "h", false}});
+    resumed = CommitSync(std::move(probe)).ok();
+    if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  ASSERT_TRUE(resumed);
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return finished == 1; }));
+  EXPECT_EQ(removed, 10'000u) << "every purged entry removed, none skipped";
+  Reopen();
+  EXPECT_EQ(Seqs(LoadAll(1)), (std::vector<uint64_t>{1, 2, 10'003, 10'004, 10'005}));
+  EXPECT_EQ(Counts()[1], 5u);
+  EXPECT_TRUE(state_.purges.empty());
+  EXPECT_EQ(StoredBodies(), 1u) << "the shared body, held by queue b alone now";
+}
+
+TEST_F(RocksDbStoreTest, APurgeOnlyOfPagedEntriesLeavesAQueueEmptyWithItsNextSeq) {
+  auto faults = OpenHoldingPurges();
+  ASSERT_NE(store_, nullptr);
+  StoreBatch batch;
+  FillForPurge(&batch);
+  batch.Add(StoreBatch::PurgeRange{1, 1, 10'006, 10'005});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  Open();
+  const StoredQueue* a = FindQueue("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->first_seq, 0u) << "empty";
+  EXPECT_EQ(a->next_seq, 10'006u) << "new entries must not land in the purged range";
+  EXPECT_TRUE(LoadAll(1).empty());
+  // Deleting the queue takes its purge along.
+  StoreBatch drop;
+  drop.Add(StoreBatch::RemoveQueue{"a", 1});
+  drop.Add(StoreBatch::RemoveQueue{"b", 2});
+  ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  Reopen();
+  EXPECT_TRUE(state_.purges.empty());
+  EXPECT_TRUE(state_.orphaned_queue_ids.empty());
+  EXPECT_EQ(StoredBodies(), 0u);
+}
+
 TEST_F(RocksDbStoreTest, RecoveryEstimatesThenCountsAndReportsOrphans) {
   Open();
   StoreBatch batch;
@@ -572,7 +734,7 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;
   };
-  for (const char* version : {"1", "3"}) {
+  for (const char* version : {"1", "3", "4"}) {
     set_format(version);
     Open();
     auto loaded = LoadAll(1);
