@@ -344,6 +344,10 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
     }
   }
   queue->Purge();
+  // RemoveQueue removes every entry: a purge's pending removal would release a body twice.
+  std::erase_if(purge_removals_, [&](const store::EntryRef& e) {
+    return queue->store_id() != 0 && e.queue_id == queue->store_id();
+  });
   queue->delayed().Clear();
   ForgetDelayHead(queue.get());
   queue->deleted = true;
@@ -361,7 +365,12 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   PurgeResult purged = queue->Purge();
-  for (const QueuedMessage& m : purged.stored) Unstore(*queue, m);
+  // Removed over the next flushes (CommitPending), a few thousand at a time.
+  for (const QueuedMessage& m : purged.stored) {
+    if (!m.stored) continue;
+    purge_removals_.push_back(store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
+                                              m.receive_count, m.store_flags});
+  }
   if (purged.paged_to_seq > purged.paged_from_seq) {
     // Gone for every reader with this batch; the disk is reclaimed in steps in the background
     // (a purge of millions does not hold up other writes), its progress in OnReclaimed.

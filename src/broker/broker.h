@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -231,7 +232,8 @@ class Broker {
   BrokerMetrics Metrics() const;
   // Commits and loads handed to the store and not yet completed (tests, shutdown).
   uint64_t store_requests_in_flight() const {
-    return commits_in_flight_ + loads_in_flight_ + counts_in_flight_;
+    return commits_in_flight_ + loads_in_flight_ + counts_in_flight_ +
+           (purge_removals_.empty() ? 0 : 1);
   }
 
  private:
@@ -421,6 +423,11 @@ class Broker {
   std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
   // Run once the commit of the current batch completes (with its status).
   std::vector<std::function<void(const Status&)>> after_commit_;
+  // Entries of purged messages that were in RAM, removed a slice at a time, each slice once the
+  // one before is written (CommitPending), so that a purge of a full RAM (50,000 messages)
+  // does not make one long write that holds up confirms.
+  std::deque<store::EntryRef> purge_removals_;
+  bool purge_removal_in_flight_ = false;
   double release_tokens_ = 0;  // the release rate's bucket
   SteadyTime release_refilled_at_{};
   bool release_backlog_ = false;  // due messages wait for tokens

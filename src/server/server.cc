@@ -337,6 +337,7 @@ void Server::Stop() {
     std::promise<void> marked;
     asio::post(*broker_context_, [this, &marked] {
       broker_->BeginShutdown();
+      broker_->Flush();  // commits whatever the broker still spreads over flushes
       marked.set_value();
     });
     marked.get_future().wait_for(std::chrono::seconds(5));
