@@ -365,7 +365,8 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   PurgeResult purged = queue->Purge();
-  // Removed over the next flushes (CommitPending), a few thousand at a time.
+  // Removed over the next commits, 1,024 per commit once the one before is written
+  // (CommitPending).
   for (const QueuedMessage& m : purged.stored) {
     if (!m.stored) continue;
     purge_removals_.push_back(store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
