@@ -353,7 +353,8 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   queue->deleted = true;
   // Its redrive goes with it (RemoveQueue removes the stored one).
   redrives_.erase(name);
-  // One op removes the queue, its bindings, its entries and the bodies only it held.
+  // One op removes the queue and its bindings; the store removes its entries (and the bodies
+  // only they held) in the background.
   if (queue->store_id() != 0) {
     Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
   }

@@ -86,8 +86,8 @@ Status Broker::Recover(const store::RecoveredState& state) {
   }
   replaying_ = false;
   for (uint64_t orphan : state.orphaned_queue_ids) {
-    spdlog::warn("recovery: removing the entries of deleted queue id {}", orphan);
-    Persist(store::StoreBatch::RemoveRange{orphan, 0, UINT64_MAX});
+    // The store removes its entries in the background; its timeline goes here.
+    spdlog::warn("recovery: removing what deleted queue id {} left", orphan);
     Persist(store::StoreBatch::RemoveAllDelayed{orphan});
   }
   spdlog::info("recovered {} exchanges, {} queues holding at most {} messages, {} bindings",

@@ -84,6 +84,9 @@ struct StoredPurge {
   uint64_t to_seq = 0;
   uint64_t messages = 0;  // messages the range held when purged
   uint64_t removed = 0;   // entries removed so far
+  // False for the entries of a deleted queue (to_seq UINT64_MAX): no record, as the missing
+  // queue record already says that they go (a restart finds them as a deleted queue's).
+  bool recorded = true;
 };
 
 // A group of changes applied atomically and in order.
@@ -98,11 +101,6 @@ class StoreBatch {
   };
   struct RemoveEntry {
     EntryRef entry;  // deletes the entry and releases its message body
-  };
-  struct RemoveRange {
-    uint64_t queue_id;
-    uint64_t from_seq;  // inclusive
-    uint64_t to_seq;    // exclusive
   };
   // Purges entries [from_seq, to_seq) of a queue: at once for every reader (loads and counts
   // skip them from this batch on, after a restart too), and removed from the disk in the
@@ -125,8 +123,9 @@ class StoreBatch {
     uint64_t queue_id;
   };
   struct RemoveQueue {
-    std::string name;  // and every binding to it, every entry and the bodies they held, its
-                       // timeline, its redrive and its purges
+    std::string name;  // and every binding to it, its timeline, its redrive and its purges;
+                       // its entries and the bodies they held in the background (a queue of
+                       // millions does not hold up other writes)
     uint64_t queue_id;
   };
   struct PutBinding {
@@ -177,7 +176,7 @@ class StoreBatch {
   struct PutRedrive {
     StoredRedrive redrive;
   };
-  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, RemoveRange, PurgeRange, PutExchange,
+  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange,
                           RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
                           RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
                           RemoveAllDelayed, PutRedrive>;
@@ -223,7 +222,9 @@ struct RecoveredState {
   std::vector<StoredPurge> purges;      // of existing queues, still being removed
   uint64_t next_queue_id = 1;
   uint64_t max_message_id = 0;
-  // Entries of queues that no longer exist (a deletion the crash interrupted): remove them.
+  // Queues that no longer exist but left entries or delayed messages (a deletion the crash
+  // interrupted): the store removes their entries in the background (from
+  // SetReclaimCallback on); their timelines are the broker's to remove (RemoveAllDelayed).
   std::vector<uint64_t> orphaned_queue_ids;
 };
 

@@ -24,8 +24,8 @@
 namespace wharf::store {
 namespace {
 
-// Entries removed per write when a queue is purged or deleted, so that removing millions of
-// messages never builds one enormous batch.
+// Delayed messages removed per write when a queue's timeline is purged or removed, so that
+// removing millions of them never builds one enormous batch.
 constexpr size_t kRemoveChunk = 16384;
 
 // A file system whose writes fail with "no space" while WriteFaults::disk_full is set.
@@ -481,6 +481,10 @@ Result<RecoveredState> RocksDbStore::Recover() {
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the queues");
   recovery_snapshot_ = snapshot;
+  // Entries of deleted queues are removed in the background, as RemoveQueue would have.
+  for (uint64_t orphan : state.orphaned_queue_ids) {
+    recovered_reclaims_.push_back(StoredPurge{orphan, 0, 0, UINT64_MAX, 0, 0, /*recorded=*/false});
+  }
 
   s = db_->Get(read, meta_, rocksdb::Slice(kMaxMessageIdKey.data(), kMaxMessageIdKey.size()),
                &value);
@@ -672,7 +676,8 @@ void RocksDbStore::ReclaimStep() {
   rocksdb::WriteBatch wb;
   group_max_id_ = 0;
   std::string lower = EntryKey(queue_id, purge.cursor_seq);
-  std::string upper = EntryKey(queue_id, purge.to_seq);
+  std::string upper =
+      purge.to_seq == UINT64_MAX ? EntryKey(queue_id + 1, 0) : EntryKey(queue_id, purge.to_seq);
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions read;
   read.iterate_upper_bound = &upper_slice;
@@ -684,7 +689,11 @@ void RocksDbStore::ReclaimStep() {
   for (it->Seek(lower); it->Valid(); it->Next()) {
     if (entries == kReclaimEntries || bytes >= kReclaimBytes) {
       auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
-      if (parts) next_cursor = parts->seq;
+      if (parts) {
+        next_cursor = parts->seq;
+      } else {
+        status = Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+      }
       break;
     }
     auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
@@ -713,8 +722,10 @@ void RocksDbStore::ReclaimStep() {
   const uint64_t removed = purge.removed + entries;
   // The step's entries, the bodies only they held and the record's new position: one atomic
   // write, so a crash resumes exactly here.
-  wb.DeleteRange(entries_, lower, EntryKey(queue_id, next_cursor));
-  if (finished) {
+  wb.DeleteRange(entries_, lower, finished ? upper : EntryKey(queue_id, next_cursor));
+  if (!purge.recorded) {
+    // A deleted queue's entries: the missing queue record is their record.
+  } else if (finished) {
     wb.Delete(meta_, PurgeKey(queue_id, purge.from_seq));
   } else {
     wb.Put(meta_, PurgeKey(queue_id, purge.from_seq),
@@ -749,21 +760,25 @@ void RocksDbStore::ReclaimStep() {
     if (ranges.empty()) doomed_.erase(queue_id);
   }
   if (finished) {
-    spdlog::info("store: purged range of queue id {} removed ({} entries)", queue_id,
+    spdlog::info("store: {} queue id {} removed ({} entries)",
+                 purge.recorded ? "purged range of" : "entries of deleted", queue_id,
                  purge.removed);
     // The space comes back once no log file holds the removed entries and compaction has
-    // dropped them: flush the memtables (so the logs they pin can go) and ask for the range's
-    // compaction now rather than whenever its files would be compacted anyway. Both run on
-    // RocksDB's own threads; the writer does not wait.
-    rocksdb::FlushOptions flush;
-    flush.wait = false;
-    flush.allow_write_stall = true;
-    rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_});
-    std::string begin = EntryKey(queue_id, purge.from_seq), end = EntryKey(queue_id, purge.to_seq);
-    rocksdb::Slice begin_slice(begin), end_slice(end);
-    if (s.ok()) s = db_->SuggestCompactRange(entries_, &begin_slice, &end_slice);
-    if (!s.ok()) {
-      spdlog::warn("store: cannot ask for a purged range's space back: {}", s.ToString());
+    // dropped them: after a large removal, flush the memtables (so the logs they pin can go)
+    // and ask for the range's compaction now rather than whenever its files would be
+    // compacted anyway. Both run on RocksDB's own threads; the writer does not wait. Not for
+    // small ones: a client deleting queues by the hundred would pile up tiny files.
+    if (purge.removed >= kReclaimEntries) {
+      rocksdb::FlushOptions flush;
+      flush.wait = false;
+      flush.allow_write_stall = true;
+      rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_});
+      std::string begin = EntryKey(queue_id, purge.from_seq);
+      rocksdb::Slice begin_slice(begin), end_slice(upper);
+      if (s.ok()) s = db_->SuggestCompactRange(entries_, &begin_slice, &end_slice);
+      if (!s.ok()) {
+        spdlog::warn("store: cannot ask for a removed range's space back: {}", s.ToString());
+      }
     }
     reclaims_.pop_front();
   } else if (reclaims_.size() > 1) {
@@ -839,6 +854,9 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   if (s.ok()) unsynced_writes_ = !sync && (unsynced_writes_ || wb->Count() > 0);
   wb->Clear();
   if (!s.ok()) return FromRocksDb(s, "message store write failed");
+  // Purges and deletions applied so far are on disk now: a later failure of the group must
+  // not drop them.
+  group_purges_.clear();
   max_message_id_ = std::max(max_message_id_, group_max_id_);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -938,8 +956,6 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             if (e.flags & kEntryInline) return;  // nothing else holds the message
             if (plan_.settled_messages.contains(e.message_id)) return;  // never written
             status = Release(e.message_id, e.flags & kEntryShared, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveRange>) {
-            status = RemoveEntries(o.queue_id, o.from_seq, o.to_seq, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::PurgeRange>) {
             // The range may start inside an earlier purge's range still being removed (after a
             // restart, a load can stop just short of a recovered one): start past that range,
@@ -990,7 +1006,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
                   return b.destination_exchange().empty() && b.queue() == o.name;
                 },
                 wb);
-            // Its purges go with it: every entry is removed here.
+            // Its purges go with it: the removal of all its entries below covers them.
             wb->DeleteRange(meta_, PurgeKey(o.queue_id, 0), PurgeKey(o.queue_id + 1, 0));
             std::erase_if(reclaims_,
                           [&](const StoredPurge& purge) { return purge.queue_id == o.queue_id; });
@@ -998,7 +1014,11 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
               std::lock_guard lock(doomed_mu_);
               doomed_.erase(o.queue_id);
             }
-            if (status.ok()) status = RemoveEntries(o.queue_id, 0, UINT64_MAX, wb);
+            // Its entries go in the background: nothing reads a removed queue's entries (ids
+            // are never reused), and a restart before the end finds them as a deleted queue's.
+            StoredPurge drop{o.queue_id, 0, 0, UINT64_MAX, 0, 0, /*recorded=*/false};
+            reclaims_.push_back(drop);
+            group_purges_.emplace_back(o.queue_id, UINT64_MAX);
             if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
             wb->Delete(meta_, RedriveKey(o.queue_id));
           } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
@@ -1072,37 +1092,6 @@ Status RocksDbStore::Release(uint64_t message_id, bool shared, rocksdb::WriteBat
     AppendLittleEndian32(&count, it->second);
     wb->Put(meta_, RefsKey(message_id), count);
   }
-  return Status::Ok();
-}
-
-Status RocksDbStore::RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
-                                   rocksdb::WriteBatch* wb) {
-  // The iterator reads the database, not `wb`: write what is pending first.
-  if (wb->Count() > 0) WHARF_RETURN_IF_ERROR(Write(wb, false));
-  std::string lower = EntryKey(queue_id, from_seq);
-  std::string upper = to_seq == UINT64_MAX ? EntryKey(queue_id + 1, 0) : EntryKey(queue_id, to_seq);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions read;
-  read.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
-  std::string chunk_start = lower;
-  size_t in_chunk = 0;
-  for (it->Seek(lower); it->Valid(); it->Next()) {
-    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
-    if (entry && !(entry->flags & kEntryInline)) {
-      WHARF_RETURN_IF_ERROR(Release(entry->message_id, entry->flags & kEntryShared, wb));
-    }
-    if (++in_chunk == kRemoveChunk) {
-      // Each chunk deletes its entries and releases their bodies in one atomic write.
-      std::string chunk_end = it->key().ToString() + '\0';
-      wb->DeleteRange(entries_, chunk_start, chunk_end);
-      WHARF_RETURN_IF_ERROR(Write(wb, false));
-      chunk_start = chunk_end;
-      in_chunk = 0;
-    }
-  }
-  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read a queue to remove it");
-  wb->DeleteRange(entries_, chunk_start, upper);
   return Status::Ok();
 }
 

@@ -150,9 +150,6 @@ class RocksDbStore final : public MessageStore {
   bool ReclaimAllowed() const {
     return !options_.write_faults || options_.write_faults->reclaim_steps != 0;
   }
-  // Deletes entries [from_seq, to_seq) of a queue and releases their bodies, in bounded chunks.
-  Status RemoveEntries(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq,
-                       rocksdb::WriteBatch* wb);
   // Writes a message into a queue's timeline (both keys).
   Status PutTimelineEntry(const EntryRef& entry, int64_t due_ms, rocksdb::WriteBatch* wb);
   // Deletes a queue's whole timeline and releases the bodies it held.

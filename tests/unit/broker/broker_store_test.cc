@@ -67,6 +67,33 @@ TEST_F(BrokerStoreTest, FanOutIsConfirmedOnceAndStoredOnce) {
   EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"both"}));
 }
 
+// A message in two queues: deleting one (its entries go in the background) while its copy is
+// in flight there, then settling that delivery, must leave the other queue's body alone.
+TEST_F(BrokerStoreTest, DeletingAQueueKeepsTheBodyItSharesWithAnother) {
+  DeclareQueue("a");
+  DeclareQueue("b");
+  for (const char* queue : {"a", "b"}) {
+    BindingSpec binding;
+    binding.exchange = "amq.fanout";
+    binding.queue = queue;
+    ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  }
+  ASSERT_TRUE(Publish("amq.fanout", "", "shared").ok());
+  ASSERT_TRUE(Publish("amq.fanout", "", "also shared").ok());
+  Drain();
+  auto from_a = Take("a", 1);
+  ASSERT_EQ(from_a.size(), 1u);
+  ASSERT_TRUE(broker_->DeleteQueue(kS1, "a", false, false).ok());
+  Drain();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the background removal
+  // Settling the deleted queue's delivery (whatever it answers) must write no removal.
+  (void)broker_->Ack(kS1, from_a[0].delivery_tag, false);
+  DeclareQueue("c");  // one more commit, after the removal
+  Drain();
+  Restart();
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"shared", "also shared"}));
+}
+
 TEST_F(BrokerStoreTest, RestartKeepsTopologyAndMessagesWithCounts) {
   DeclareQueue("orders");
   DeclareQueue("scratch", /*durable=*/false);

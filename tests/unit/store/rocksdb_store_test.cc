@@ -53,6 +53,16 @@ class RocksDbStoreTest : public ::testing::Test {
     store_.reset();
     Open();
   }
+  // Counts the background removals (purges, deleted queues' entries) that finish. Call right
+  // after opening (before the first commit).
+  void CountFinishedRemovals() {
+    finished_removals_ = 0;
+    store_->SetReclaimCallback(
+        [this](uint64_t, uint64_t, bool finished) { finished_removals_ += finished ? 1 : 0; });
+  }
+  bool WaitForRemovals(uint64_t n) {
+    return mailbox_.RunUntil([&] { return finished_removals_ >= n; });
+  }
   // Opens the store with fault injection, purges held on disk until `reclaim_steps` allows.
   std::shared_ptr<WriteFaults> OpenHoldingPurges() {
     auto faults = std::make_shared<WriteFaults>();
@@ -61,7 +71,9 @@ class RocksDbStoreTest : public ::testing::Test {
     options.write_faults = faults;
     store_ = OpenStore(dir_.path(), &mailbox_, options);
     if (store_) {
-      EXPECT_TRUE(store_->Recover().ok());
+      auto state = store_->Recover();
+      EXPECT_TRUE(state.ok()) << state.status().ToString();
+      if (state.ok()) state_ = std::move(state).value();
     }
     return faults;
   }
@@ -154,6 +166,7 @@ class RocksDbStoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  uint64_t finished_removals_ = 0;
   Mailbox mailbox_;
   std::unique_ptr<RocksDbStore> store_;
   RecoveredState state_;
@@ -334,8 +347,9 @@ TEST_F(RocksDbStoreTest, SharedBodyIsKeptUntilItsLastEntryGoes) {
   EXPECT_EQ(StoredBodies(), 0u) << "the body is gone with its last entry";
 }
 
-TEST_F(RocksDbStoreTest, RemoveRangeAndRemoveQueueReleaseBodies) {
+TEST_F(RocksDbStoreTest, PurgeAndRemoveQueueReleaseBodies) {
   Open();
+  CountFinishedRemovals();
   StoreBatch batch;
   batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
   batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
@@ -346,17 +360,21 @@ TEST_F(RocksDbStoreTest, RemoveRangeAndRemoveQueueReleaseBodies) {
   }
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   StoreBatch purge;
-  purge.Add(StoreBatch::RemoveRange{1, 51, 101});
+  purge.Add(StoreBatch::PurgeRange{1, 51, 101, 50});
   ASSERT_TRUE(CommitSync(std::move(purge)).ok());
+  ASSERT_TRUE(WaitForRemovals(1));
   EXPECT_EQ(LoadAll(1).size(), 50u);
   EXPECT_EQ(LoadAll(2).size(), 100u) << "b still holds every body";
-  EXPECT_EQ(StoredBodies(), 100u);
+  EXPECT_EQ(StoredBodies(), 100u);  // reopens the store
+  CountFinishedRemovals();
   StoreBatch drop;
   drop.Add(StoreBatch::RemoveQueue{"b", 2});
   drop.Add(StoreBatch::RemoveQueue{"a", 1});
   ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  ASSERT_TRUE(WaitForRemovals(2)) << "the queues' entries go in the background";
   Reopen();
   EXPECT_TRUE(state_.queues.empty());
+  EXPECT_TRUE(state_.orphaned_queue_ids.empty());
   EXPECT_EQ(StoredBodies(), 0u) << "no body outlives the queues";
 }
 
@@ -491,7 +509,10 @@ TEST_F(RocksDbStoreTest, APurgeOnlyOfPagedEntriesLeavesAQueueEmptyWithItsNextSeq
   batch.Add(StoreBatch::PurgeRange{1, 1, 10'006, 10'005});
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   store_.reset();
-  Open();
+  faults = OpenHoldingPurges();
+  ASSERT_NE(store_, nullptr);
+  ASSERT_EQ(state_.purges.size(), 1u);
+  CountFinishedRemovals();  // hands the recovered purge over, held
   const StoredQueue* a = FindQueue("a");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->first_seq, 0u) << "empty";
@@ -502,10 +523,40 @@ TEST_F(RocksDbStoreTest, APurgeOnlyOfPagedEntriesLeavesAQueueEmptyWithItsNextSeq
   drop.Add(StoreBatch::RemoveQueue{"a", 1});
   drop.Add(StoreBatch::RemoveQueue{"b", 2});
   ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  faults->reclaim_steps = -1;
+  ASSERT_TRUE(CommitSync(StoreBatch(), /*sync=*/false).ok());  // wakes the writer
+  // Exactly the two queues' entries: the purge went with a.
+  ASSERT_TRUE(WaitForRemovals(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(CommitSync(StoreBatch()).ok());  // runs what was posted before its completion
+  EXPECT_EQ(finished_removals_, 2u) << "no third removal (a's purge) ran";
   Reopen();
   EXPECT_TRUE(state_.purges.empty());
   EXPECT_TRUE(state_.orphaned_queue_ids.empty());
   EXPECT_EQ(StoredBodies(), 0u);
+}
+
+TEST_F(RocksDbStoreTest, ADeletedQueuesEntriesAreRemovedInTheBackgroundAcrossARestart) {
+  auto faults = OpenHoldingPurges();
+  ASSERT_NE(store_, nullptr);
+  StoreBatch batch;
+  FillForPurge(&batch);
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  StoreBatch drop;
+  drop.Add(StoreBatch::RemoveQueue{"a", 1});
+  ASSERT_TRUE(CommitSync(std::move(drop)).ok());
+  EXPECT_EQ(LoadAll(2).size(), 1u) << "b keeps the shared message";
+  store_.reset();  // stopped before any step
+
+  Open();
+  EXPECT_EQ(FindQueue("a"), nullptr);
+  EXPECT_EQ(state_.orphaned_queue_ids, (std::vector<uint64_t>{1}));
+  CountFinishedRemovals();  // the removal resumes
+  ASSERT_TRUE(WaitForRemovals(1));
+  Reopen();
+  EXPECT_TRUE(state_.orphaned_queue_ids.empty());
+  EXPECT_EQ(StoredBodies(), 1u) << "the shared body, held by b alone now";
+  EXPECT_EQ(LoadAll(2).size(), 1u);
 }
 
 TEST_F(RocksDbStoreTest, RecoveryEstimatesThenCountsAndReportsOrphans) {
