@@ -1,0 +1,302 @@
+// Recovery of RocksDbStore (store/rocksdb_store.h; docs/storage.md, "Recovery"): what the
+// last run left, read before the first commit on the caller's thread. Split from
+// rocksdb_store.cc by concern.
+#include <rocksdb/db.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "store/keys.h"
+#include "store/records.h"
+#include "store/rocksdb_status.h"
+#include "store/rocksdb_store.h"
+
+namespace wharf::store {
+
+Result<RecoveredState> RocksDbStore::Recover() {
+  RecoveredState state;
+  rocksdb::ReadOptions read;
+  std::string value;
+  rocksdb::Status s =
+      db_->Get(read, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()), &value);
+  if (s.IsNotFound()) {
+    std::unique_ptr<rocksdb::Iterator> any_meta(db_->NewIterator(read, meta_));
+    any_meta->SeekToFirst();
+    std::unique_ptr<rocksdb::Iterator> any_entry(db_->NewIterator(read, entries_));
+    any_entry->SeekToFirst();
+    if (any_meta->Valid() || any_entry->Valid()) {
+      return Status(StatusCode::kStoreUnavailable,
+                    "the message store at " + options_.path +
+                        " has data but no format version: not a wharfd data directory?");
+    }
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
+                 std::to_string(kFormatVersion));
+    if (!s.ok()) return FromRocksDb(s, "cannot initialise the message store");
+    spdlog::info("store: created a new message store at {} (format {})", options_.path,
+                 kFormatVersion);
+  } else if (!s.ok()) {
+    return FromRocksDb(s, "cannot read the message store's format version");
+  } else if (value == "1" || value == "2" || value == "3" || value == "4") {
+    // Formats 2 to 5 only add to format 1 (inline entries, delivery marks; the "delayed"
+    // family; redrive records; purge records): everything older reads as it is. Mark the directory
+    // as the current format before writing anything of it, so that an older build refuses it
+    // instead of misreading it.
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
+                 std::to_string(kFormatVersion));
+    if (!s.ok()) return FromRocksDb(s, "cannot upgrade the message store's format");
+    spdlog::warn("store: upgraded {} from storage format {} to {} (nothing rewritten)",
+                 options_.path, value, kFormatVersion);
+  } else if (value != std::to_string(kFormatVersion)) {
+    return Status(StatusCode::kStoreUnavailable,
+                  "the message store at " + options_.path + " has storage format " + value +
+                      "; this wharfd reads format " + std::to_string(kFormatVersion) +
+                      (std::atoi(value.c_str()) > kFormatVersion
+                           ? ": it was written by a newer wharfd. Run that version, or restore "
+                             "a backup taken before the upgrade (docs/storage.md)"
+                           : ""));
+  }
+
+  s = db_->Get(read, meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), &value);
+  if (s.ok() && value.size() == 8) state.next_queue_id = ReadLittleEndian64(value);
+
+  // Topology.
+  std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
+  std::unordered_map<uint64_t, uint64_t> delivered;  // queue id -> delivered through
+  std::vector<StoredRedrive> redrives;
+  std::vector<StoredPurge> purges;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice key = it->key();
+    if (key.empty()) continue;
+    rocksdb::Slice payload = it->value();
+    switch (key[0]) {
+      case kExchangePrefix: {
+        pb::ExchangeRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt exchange record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto spec, FromRecord(record));
+        state.exchanges.push_back(std::move(spec));
+        break;
+      }
+      case kQueuePrefix: {
+        pb::QueueRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt queue record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto spec, FromRecord(record));
+        StoredQueue queue;
+        queue.spec = std::move(spec);
+        queue.queue_id = record.queue_id();
+        queue_index[queue.queue_id] = state.queues.size();
+        state.next_queue_id = std::max(state.next_queue_id, queue.queue_id + 1);
+        state.queues.push_back(std::move(queue));
+        break;
+      }
+      case kBindingPrefix: {
+        pb::BindingRecord record;
+        if (!record.ParseFromArray(key.data() + 1, static_cast<int>(key.size() - 1))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt binding record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto binding, FromRecord(record));
+        state.bindings.push_back(std::move(binding));
+        break;
+      }
+      case kDeliveredPrefix: {
+        if (key.size() == 9 && payload.size() == 8) {
+          delivered[ReadBigEndian64(std::string_view(key.data() + 1, 8))] =
+              ReadLittleEndian64(std::string_view(payload.data(), 8));
+        }
+        break;
+      }
+      case kUserPrefix: {
+        pb::UserRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt user record");
+        }
+        state.users.push_back(StoredUser{record.name(), record.password_hash(), record.admin()});
+        break;
+      }
+      case kRedrivePrefix: {
+        pb::RedriveRecord record;
+        if (key.size() != 9 ||
+            !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt redrive record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto redrive, FromRecord(record));
+        redrive.queue_id = ReadBigEndian64(std::string_view(key.data() + 1, 8));
+        redrives.push_back(std::move(redrive));
+        break;
+      }
+      case kPurgePrefix: {
+        auto purge = DecodePurgeValue(std::string_view(payload.data(), payload.size()));
+        if (key.size() != 17 || !purge) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt purge record");
+        }
+        StoredPurge stored;
+        stored.queue_id = ReadBigEndian64(std::string_view(key.data() + 1, 8));
+        stored.from_seq = ReadBigEndian64(std::string_view(key.data() + 9, 8));
+        stored.cursor_seq = purge->cursor_seq;
+        stored.to_seq = purge->to_seq;
+        stored.messages = purge->messages;
+        stored.removed = purge->removed;
+        purges.push_back(stored);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the topology");
+  for (auto& queue : state.queues) {
+    if (auto d = delivered.find(queue.queue_id); d != delivered.end()) {
+      queue.delivered_through = d->second;
+    }
+  }
+  for (auto& redrive : redrives) {
+    // A queue's removal removes its redrive in the same batch: one without its queue is
+    // not expected, and not worth failing the start for.
+    if (queue_index.contains(redrive.queue_id)) state.redrives.push_back(std::move(redrive));
+  }
+  {
+    // Purged ranges still on disk: hidden from loads and counts from here on, and removed
+    // once the broker listens (SetReclaimCallback). RemoveQueue removes a queue's records.
+    rocksdb::WriteBatch stale;
+    std::lock_guard lock(doomed_mu_);
+    for (const StoredPurge& purge : purges) {
+      if (!queue_index.contains(purge.queue_id) || purge.cursor_seq >= purge.to_seq) {
+        // Its queue was removed (RemoveQueue deletes its records in the same write; this is
+        // only a leftover): nothing to hide or remove.
+        stale.Delete(meta_, PurgeKey(purge.queue_id, purge.from_seq));
+        continue;
+      }
+      doomed_[purge.queue_id].emplace_back(purge.cursor_seq, purge.to_seq);
+      state.purges.push_back(purge);
+    }
+    if (stale.Count() > 0) {
+      s = db_->Write(rocksdb::WriteOptions(), &stale);
+      if (!s.ok()) return FromRocksDb(s, "cannot remove a stale purge record");
+    }
+  }
+  recovered_reclaims_ = state.purges;
+
+  // Queues: the first and last entry of each; no walk over the entries, so start-up takes
+  // the same time for ten messages or ten million. Counting happens later, in the background,
+  // against this snapshot (CountRecoveredQueues).
+  const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
+  rocksdb::ReadOptions at_snapshot;
+  at_snapshot.snapshot = snapshot;
+  it.reset(db_->NewIterator(at_snapshot, entries_));
+  for (StoredQueue& queue : state.queues) {
+    auto doomed = DoomedRanges(queue.queue_id);
+    // New sequence numbers start past every purged range, so no new entry lands in one.
+    for (const auto& [from, to] : doomed) queue.next_seq = std::max(queue.next_seq, to);
+    auto key_seq = [&]() -> std::optional<uint64_t> {
+      if (!it->Valid()) return std::nullopt;
+      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+      if (!parts || parts->queue_id != queue.queue_id) return std::nullopt;
+      return parts->seq;
+    };
+    auto purged = [&](uint64_t seq) -> const std::pair<uint64_t, uint64_t>* {
+      for (const auto& range : doomed) {
+        if (seq >= range.first && seq < range.second) return &range;
+      }
+      return nullptr;
+    };
+    // The first and last entries outside the purged ranges.
+    it->Seek(EntryKey(queue.queue_id, 0));
+    auto first = key_seq();
+    while (first && purged(*first)) {
+      it->Seek(EntryKey(queue.queue_id, purged(*first)->second));
+      first = key_seq();
+    }
+    if (!first) continue;
+    it->SeekForPrev(EntryKey(queue.queue_id, UINT64_MAX));
+    auto last = key_seq();
+    while (last && purged(*last)) {
+      uint64_t from = purged(*last)->first;
+      if (from == 0) {
+        last.reset();
+        break;
+      }
+      it->SeekForPrev(EntryKey(queue.queue_id, from - 1));
+      last = key_seq();
+    }
+    if (!last) continue;
+    queue.first_seq = *first;
+    // Sequence numbers hidden by purges between the first and the last: not in the estimate;
+    // those past the last are counted off the estimate too, as next_seq covers them.
+    uint64_t end = std::max(queue.next_seq, *last + 1);
+    for (const auto& [from, to] : doomed) {
+      uint64_t lo = std::max(from, *first), hi = std::min(to, end);
+      if (hi > lo) queue.purged_span += hi - lo;
+    }
+    queue.next_seq = end;
+    recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
+                                 EntryKey(queue.queue_id, queue.first_seq),
+                                 EntryKey(queue.queue_id, *last + 1), doomed});
+  }
+  // Timelines: whether each has anything; counted later too (the index keys, one per message).
+  std::unique_ptr<rocksdb::Iterator> delayed_it(db_->NewIterator(at_snapshot, delayed_));
+  for (StoredQueue& queue : state.queues) {
+    std::string start = DelayedPrefix(queue.queue_id, kDelayedIndex);
+    delayed_it->Seek(start);
+    if (!delayed_it->Valid() || !delayed_it->key().starts_with(start)) continue;
+    queue.has_delayed = true;
+    recovered_ranges_.push_back({queue.queue_id,
+                                 CountKind::kDelayed,
+                                 start,
+                                 DelayedPrefix(queue.queue_id, kDelayedIndex + 1),
+                                 {}});
+  }
+  for (delayed_it->SeekToFirst(); delayed_it->Valid();) {
+    if (delayed_it->key().size() < 9) {
+      return Status(StatusCode::kStoreUnavailable, "corrupt delayed message key");
+    }
+    uint64_t queue_id = ReadBigEndian64(std::string_view(delayed_it->key().data(), 8));
+    if (!queue_index.contains(queue_id) &&
+        std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(), queue_id) ==
+            state.orphaned_queue_ids.end()) {
+      state.orphaned_queue_ids.push_back(queue_id);
+    }
+    if (queue_id == UINT64_MAX) break;
+    delayed_it->Seek(DelayedPrefix(queue_id + 1, 0));
+  }
+  if (!delayed_it->status().ok()) {
+    return FromRocksDb(delayed_it->status(), "cannot read the delayed messages");
+  }
+  // Entries of queue ids without a queue record: one seek per distinct id.
+  for (it->SeekToFirst(); it->Valid();) {
+    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+    if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+    if (!queue_index.contains(parts->queue_id) &&
+        std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(),
+                  parts->queue_id) == state.orphaned_queue_ids.end()) {
+      state.orphaned_queue_ids.push_back(parts->queue_id);
+    }
+    if (parts->queue_id == UINT64_MAX) break;
+    it->Seek(EntryKey(parts->queue_id + 1, 0));
+  }
+  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the queues");
+  recovery_snapshot_ = snapshot;
+  // Entries of deleted queues are removed in the background, as RemoveQueue would have.
+  for (uint64_t orphan : state.orphaned_queue_ids) {
+    recovered_reclaims_.push_back(StoredPurge{orphan, 0, 0, UINT64_MAX, 0, 0, /*recorded=*/false});
+  }
+
+  s = db_->Get(read, meta_, rocksdb::Slice(kMaxMessageIdKey.data(), kMaxMessageIdKey.size()),
+               &value);
+  if (s.ok() && value.size() == 8) state.max_message_id = ReadLittleEndian64(value);
+  max_message_id_ = state.max_message_id;
+  return state;
+}
+
+}  // namespace wharf::store
