@@ -368,6 +368,8 @@ class Broker {
   void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
   void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count);
+  // The live queue with this id in the store (recovery and store reports), or null.
+  std::shared_ptr<Queue> FindQueueByStoreId(uint64_t store_id) const;
   // A step of a purge's removal from the disk (store::ReclaimCallback).
   void OnReclaimed(uint64_t queue_id, uint64_t removed, bool finished);
   // Bodies per load: a quarter of the RAM a queue may hold before it pages.

@@ -9,6 +9,13 @@
 
 namespace wharf::broker {
 
+std::shared_ptr<Queue> Broker::FindQueueByStoreId(uint64_t store_id) const {
+  for (const auto& [name, queue] : queues_) {
+    if (queue->store_id() == store_id) return queue;
+  }
+  return nullptr;
+}
+
 Status Broker::Recover(const store::RecoveredState& state) {
   thread_checker_.Check();
   replaying_ = true;
@@ -54,30 +61,27 @@ Status Broker::Recover(const store::RecoveredState& state) {
     }
   }
   for (const store::StoredRedrive& stored : state.redrives) {
-    auto queue = std::find_if(queues_.begin(), queues_.end(), [&](const auto& entry) {
-      return entry.second->store_id() == stored.queue_id;
-    });
-    if (queue == queues_.end()) continue;
-    RedriveTask& task = redrives_[queue->first];
+    std::shared_ptr<Queue> queue = FindQueueByStoreId(stored.queue_id);
+    if (!queue) continue;
+    RedriveTask& task = redrives_[queue->name()];
     task.stored = stored;
-    task.stored.info.spec.queue = queue->first;
-    task.queue = queue->second;
+    task.stored.info.spec.queue = queue->name();
+    task.queue = queue;
     task.serial = next_redrive_serial_++;
     if (!task.running()) continue;
     if (task.info().spec.rate == 0) task.info().spec.rate = options_.redrive_rate;
     // Messages dead-lettered from now on come after the walk's end, as they did before.
-    if (stored.end_seq > 0) queue->second->EnsureNextSeqAbove(stored.end_seq - 1);
+    if (stored.end_seq > 0) queue->EnsureNextSeqAbove(stored.end_seq - 1);
     spdlog::info("recovery: queue={} resumes its redrive: {} moved and {} left behind so far",
-                 queue->first, task.info().moved, task.examined() - task.info().moved);
+                 queue->name(), task.info().moved, task.examined() - task.info().moved);
   }
   for (const store::StoredPurge& purge : state.purges) {
-    for (auto& [name, queue] : queues_) {
-      if (queue->store_id() != purge.queue_id) continue;
-      queue->purge_reclaiming += purge.messages - std::min(purge.messages, purge.removed);
-      ++queue->purge_ranges;
-      spdlog::info("recovery: queue={} resumes removing a purge from the disk ({} removed so far)",
-                   name, purge.removed);
-    }
+    std::shared_ptr<Queue> queue = FindQueueByStoreId(purge.queue_id);
+    if (!queue) continue;
+    queue->purge_reclaiming += purge.messages - std::min(purge.messages, purge.removed);
+    ++queue->purge_ranges;
+    spdlog::info("recovery: queue={} resumes removing a purge from the disk ({} removed so far)",
+                 queue->name(), purge.removed);
   }
   if (store_) {
     store_->SetReclaimCallback([this](uint64_t queue_id, uint64_t removed, bool finished) {
@@ -212,38 +216,35 @@ void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
 void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count) {
   thread_checker_.Check();
   if (counts_in_flight_ > 0) --counts_in_flight_;
-  for (auto& [name, queue] : queues_) {
-    if (queue->store_id() != queue_id) continue;
-    if (kind == store::CountKind::kDelayed) {
-      if (count == store::kCountUnknown) {
-        spdlog::warn("queue={} delayed messages could not be counted; shown as loaded", name);
-      } else if (queue->delayed().count_estimated()) {
-        queue->delayed().SetRecoveredCount(count);
-        spdlog::info("queue={} counted {} delayed messages at recovery", name, count);
-      }
-      return;
-    }
+  std::shared_ptr<Queue> queue = FindQueueByStoreId(queue_id);
+  if (!queue) return;
+  const std::string& name = queue->name();
+  if (kind == store::CountKind::kDelayed) {
     if (count == store::kCountUnknown) {
-      spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
-                   name);
-    } else if (queue->count_estimated()) {
-      queue->SetRecoveredCount(count);
-      spdlog::info("queue={} counted {} stored messages at recovery", name, count);
+      spdlog::warn("queue={} delayed messages could not be counted; shown as loaded", name);
+    } else if (queue->delayed().count_estimated()) {
+      queue->delayed().SetRecoveredCount(count);
+      spdlog::info("queue={} counted {} delayed messages at recovery", name, count);
     }
     return;
+  }
+  if (count == store::kCountUnknown) {
+    spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
+                 name);
+  } else if (queue->count_estimated()) {
+    queue->SetRecoveredCount(count);
+    spdlog::info("queue={} counted {} stored messages at recovery", name, count);
   }
 }
 
 void Broker::OnReclaimed(uint64_t queue_id, uint64_t removed, bool finished) {
   thread_checker_.Check();
-  for (auto& [name, queue] : queues_) {
-    if (queue->store_id() != queue_id) continue;
-    queue->purge_reclaiming -= std::min(queue->purge_reclaiming, removed);
-    if (finished && queue->purge_ranges > 0 && --queue->purge_ranges == 0) {
-      queue->purge_reclaiming = 0;  // the count was an estimate, or acks left gaps
-      spdlog::info("queue={} purge removed from the disk", name);
-    }
-    return;
+  std::shared_ptr<Queue> queue = FindQueueByStoreId(queue_id);
+  if (!queue) return;  // a deleted queue's entries
+  queue->purge_reclaiming -= std::min(queue->purge_reclaiming, removed);
+  if (finished && queue->purge_ranges > 0 && --queue->purge_ranges == 0) {
+    queue->purge_reclaiming = 0;  // the count was an estimate, or acks left gaps
+    spdlog::info("queue={} purge removed from the disk", queue->name());
   }
 }
 
