@@ -451,6 +451,8 @@ class Broker {
 
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].
 Status ValidateName(std::string_view kind, std::string_view name);
+// Routing keys (of a publish or a binding) are at most this long.
+inline constexpr size_t kMaxRoutingKeyBytes = 255;
 // 'name', as error messages show names.
 std::string Quote(std::string_view name);
 

@@ -1,0 +1,415 @@
+// Topology: exchanges, queues and bindings declared, deleted, purged and bound (docs/protocol.md).
+// Part of class Broker (broker.h); split from broker.cc by concern.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "broker/broker.h"
+
+namespace wharf::broker {
+namespace {
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string SpecDifference(const QueueSpec& a, const QueueSpec& b) {
+  if (a.durable != b.durable) return "durable";
+  if (a.exclusive != b.exclusive) return "exclusive";
+  if (a.auto_delete != b.auto_delete) return "auto_delete";
+  if (a.arguments != b.arguments) return "arguments";
+  return "";
+}
+
+// Bytes a message takes on the wire, closely enough to keep a batch under the frame limit.
+
+}  // namespace
+
+Exchange* Broker::FindExchange(std::string_view name) {
+  auto it = exchanges_.find(std::string(name));
+  return it == exchanges_.end() ? nullptr : it->second.get();
+}
+
+Status Broker::DeclareExchange(const ExchangeSpec& spec) {
+  thread_checker_.Check();
+  if (spec.name.empty()) {
+    if (spec.passive) return Status::Ok();  // the default exchange always exists
+    return Status(StatusCode::kReservedName, "the default exchange cannot be declared");
+  }
+  WHARF_RETURN_IF_ERROR(ValidateName("exchange", spec.name));
+  Exchange* existing = FindExchange(spec.name);
+  if (spec.passive) {
+    if (!existing) {
+      return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(spec.name) + " not found");
+    }
+    return Status::Ok();
+  }
+  if (spec.name.starts_with("amq.") && !existing) {
+    return Status(StatusCode::kReservedName,
+                  "exchange names starting with 'amq.' are reserved: " + Quote(spec.name));
+  }
+  if (!spec.alternate_exchange.empty()) {
+    WHARF_RETURN_IF_ERROR(ValidateName("alternate exchange", spec.alternate_exchange));
+  }
+  if (existing) {
+    const ExchangeSpec& have = existing->spec();
+    if (have.type != spec.type || have.durable != spec.durable ||
+        have.auto_delete != spec.auto_delete ||
+        have.alternate_exchange != spec.alternate_exchange) {
+      return Status(
+          spec.name.starts_with("amq.") ? StatusCode::kReservedName
+                                        : StatusCode::kPreconditionFailed,
+          "exchange " + Quote(spec.name) + " exists with type " +
+              std::string(ExchangeTypeName(have.type)) +
+              (have.durable ? ", durable" : ", transient") +
+              (have.auto_delete ? ", auto-delete" : "") +
+              (have.alternate_exchange.empty() ? ""
+                                               : ", alternate " + Quote(have.alternate_exchange)) +
+              "; redeclare it with the same arguments or delete it first");
+    }
+    return Status::Ok();
+  }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(spec.durable));
+  exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+  if (spec.durable) Persist(store::StoreBatch::PutExchange{spec});
+  return Status::Ok();
+}
+
+Status Broker::DeleteExchange(std::string_view name, bool if_unused) {
+  thread_checker_.Check();
+  if (name.empty() || name.starts_with("amq.")) {
+    return Status(StatusCode::kReservedName,
+                  "exchange " + Quote(name) + " is built in and cannot be deleted");
+  }
+  auto it = exchanges_.find(std::string(name));
+  if (it == exchanges_.end()) {
+    return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(name) + " not found");
+  }
+  if (if_unused && it->second->binding_count() > 0) {
+    return Status(StatusCode::kPreconditionFailed, "exchange " + Quote(name) + " has " +
+                                                       std::to_string(it->second->binding_count()) +
+                                                       " bindings");
+  }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(it->second->spec().durable));
+  RemoveExchange(std::string(name));
+  return Status::Ok();
+}
+
+void Broker::RemoveExchange(const std::string& name) {
+  auto it = exchanges_.find(name);
+  if (it == exchanges_.end()) return;
+  for (auto& [queue_name, queue] : queues_) {
+    auto& list = queue->bindings();
+    std::erase_if(list, [&](const BindingSpec& b) { return b.exchange == name; });
+  }
+  // Exchanges bound to this one lose those bindings (and may auto-delete in turn).
+  Exchange* doomed = it->second.get();
+  // The store drops the exchange's bindings with it, in both directions.
+  if (doomed->spec().durable) Persist(store::StoreBatch::RemoveExchange{name});
+  std::vector<std::string> sources;
+  for (auto& [other_name, other] : exchanges_) {
+    if (other.get() == doomed) continue;
+    size_t had = other->binding_count();
+    other->UnbindDestination(Destination{nullptr, doomed});
+    if (other->binding_count() != had) sources.push_back(other_name);
+  }
+  exchanges_.erase(it);
+  for (const auto& source : sources) MaybeAutoDeleteExchange(source);
+}
+
+Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view name) const {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) {
+    return Status(StatusCode::kQueueNotFound, "queue " + Quote(name) + " not found");
+  }
+  const auto& queue = it->second;
+  if (queue->spec().exclusive && queue->owner_session_id() != session_id) {
+    return Status(StatusCode::kResourceLocked,
+                  "queue " + Quote(name) + " is exclusive to another connection");
+  }
+  return queue;
+}
+
+Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
+  thread_checker_.Check();
+  if (spec.name.empty() && !spec.passive) {
+    spec.name = "wharf.gen-" + Hex64(next_message_id_ ^ (next_generated_name_++ << 40));
+  }
+  WHARF_RETURN_IF_ERROR(ValidateName("queue", spec.name));
+  if (spec.passive) {
+    WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    return queue->Info();
+  }
+  if (spec.name.starts_with("amq.")) {
+    return Status(StatusCode::kReservedName,
+                  "queue names starting with 'amq.' are reserved: " + Quote(spec.name));
+  }
+  auto policy = ParseQueuePolicy(spec.arguments);
+  if (!policy.ok()) {
+    return Status(policy.status().code(),
+                  std::string(policy.status().message()) + " (queue " + Quote(spec.name) + ")");
+  }
+  auto it = queues_.find(spec.name);
+  if (it != queues_.end()) {
+    WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    std::string diff = SpecDifference(queue->spec(), spec);
+    if (!diff.empty()) {
+      return Status(StatusCode::kPreconditionFailed,
+                    "queue " + Quote(spec.name) + " exists with a different '" + diff +
+                        "'; redeclare it with the same arguments or delete it first");
+    }
+    return queue->Info();
+  }
+  SessionState* session = FindSession(session_id);
+  if (spec.exclusive && session == nullptr) {
+    return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
+  }
+  // Exclusive queues end with their connection, so they are never stored (as in RabbitMQ).
+  bool stored = store_ && spec.durable && !spec.exclusive;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
+  uint64_t store_id = stored ? next_queue_id_++ : 0;
+  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id,
+                                       options_.delay_limits, *policy);
+  queues_.emplace(spec.name, queue);
+  if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
+  if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
+  return queue->Info();
+}
+
+Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
+                                     bool if_empty) {
+  thread_checker_.Check();
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
+  QueueInfo info = queue->Info();
+  if (if_unused && info.consumers > 0) {
+    return Status(StatusCode::kPreconditionFailed,
+                  "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
+  }
+  if (if_empty && (info.ready > 0 || info.delayed > 0 || queue->delayed().count_estimated())) {
+    return Status(StatusCode::kPreconditionFailed,
+                  "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready and " +
+                      std::to_string(info.delayed) + " delayed messages");
+  }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
+  uint64_t dropped = queue->ready() + queue->delayed().size();
+  DropQueue(queue, "queue deleted");
+  return dropped;
+}
+
+void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
+  std::string name = queue->name();
+  // Walk a moved-out copy: an auto-deleted exchange edits every queue's binding list.
+  auto bindings = std::move(queue->bindings());
+  queue->bindings().clear();
+  for (const auto& binding : bindings) {
+    if (Exchange* exchange = FindExchange(binding.exchange)) {
+      exchange->UnbindQueue(queue.get());
+      MaybeAutoDeleteExchange(binding.exchange);
+    }
+  }
+  // Cancel consumers, telling their clients why.
+  auto consumers = queue->consumers();
+  for (const auto& consumer : consumers) {
+    if (SessionState* session = consumer->session) {
+      RemoveConsumer(*session, consumer->tag, /*notify=*/true, reason);
+    }
+  }
+  // Long polls waiting on the queue complete empty.
+  auto waiters = std::move(queue->waiters());
+  queue->waiters().clear();
+  for (const PullWaiter& waiter : waiters) CompleteWaiter(waiter, {});
+  if (queue->owner_session_id() != 0) {
+    if (SessionState* owner = FindSession(queue->owner_session_id())) {
+      std::erase(owner->exclusive_queues, name);
+    }
+  }
+  queue->Purge();
+  // RemoveQueue removes every entry: a purge's pending removal would release a body twice.
+  std::erase_if(purge_removals_, [&](const store::EntryRef& e) {
+    return queue->store_id() != 0 && e.queue_id == queue->store_id();
+  });
+  queue->delayed().Clear();
+  ForgetDelayHead(queue.get());
+  queue->deleted = true;
+  // Its redrive goes with it (RemoveQueue removes the stored one).
+  redrives_.erase(name);
+  // One op removes the queue and its bindings; the store removes its entries (and the bodies
+  // only they held) in the background.
+  if (queue->store_id() != 0) {
+    Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
+  }
+  queues_.erase(name);
+}
+
+Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) {
+  thread_checker_.Check();
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
+  WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
+  PurgeResult purged = queue->Purge();
+  // Removed over the next commits, 1,024 per commit once the one before is written
+  // (CommitPending).
+  for (const QueuedMessage& m : purged.stored) {
+    if (!m.stored) continue;
+    purge_removals_.push_back(store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
+                                              m.receive_count, m.store_flags});
+  }
+  if (purged.paged_to_seq > purged.paged_from_seq) {
+    // Gone for every reader with this batch; the disk is reclaimed in steps in the background
+    // (a purge of millions does not hold up other writes), its progress in OnReclaimed.
+    Persist(store::StoreBatch::PurgeRange{queue->store_id(), purged.paged_from_seq,
+                                          purged.paged_to_seq, purged.paged});
+    queue->purge_reclaiming += purged.paged;
+    ++queue->purge_ranges;
+    // Not written (the store failed): nothing is removed in the background, so nothing is
+    // left to wait for. The range comes back after a restart, as an ack written then would.
+    after_commit_.push_back([weak = std::weak_ptr<Queue>(queue), paged = purged.paged](Status s) {
+      std::shared_ptr<Queue> q = weak.lock();
+      if (s.ok() || !q || q->purge_ranges == 0) return;
+      q->purge_reclaiming -= std::min(q->purge_reclaiming, paged);
+      if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
+    });
+    spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
+                 queue->name(), purged.count, purged.paged);
+  }
+  // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
+  uint64_t delayed = queue->delayed().Clear();
+  if (queue->delayed().backed()) {
+    Persist(store::StoreBatch::RemoveAllDelayed{queue->store_id()});
+  }
+  UpdateDelayHead(queue);
+  return purged.count + delayed;
+}
+
+Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
+  thread_checker_.Check();
+  if (binding.exchange.empty()) {
+    return Status(StatusCode::kReservedName,
+                  "the default exchange routes by queue name and takes no bindings");
+  }
+  if (binding.routing_key.size() > kMaxRoutingKeyBytes) {
+    return Status(StatusCode::kInvalidArgument, "binding key longer than 255 bytes");
+  }
+  if (!binding.destination_exchange.empty()) {
+    Exchange* source = FindExchange(binding.exchange);
+    if (!source) {
+      return Status(StatusCode::kExchangeNotFound,
+                    "exchange " + Quote(binding.exchange) + " not found");
+    }
+    return BindExchanges(binding, source, /*bind=*/true);
+  }
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
+  Exchange* exchange = FindExchange(binding.exchange);
+  if (!exchange) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.exchange) + " not found");
+  }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
+  bool added = false;
+  WHARF_RETURN_IF_ERROR(
+      exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added));
+  if (added) {
+    queue->bindings().push_back(binding);
+    if (exchange->spec().durable && queue->store_id() != 0) {
+      Persist(store::StoreBatch::PutBinding{binding});
+    }
+  }
+  return Status::Ok();
+}
+
+Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
+  thread_checker_.Check();
+  if (binding.exchange.empty()) {
+    return Status(StatusCode::kReservedName, "the default exchange takes no bindings");
+  }
+  if (!binding.destination_exchange.empty()) {
+    Exchange* source = FindExchange(binding.exchange);
+    if (!source) {
+      return Status(StatusCode::kExchangeNotFound,
+                    "exchange " + Quote(binding.exchange) + " not found");
+    }
+    return BindExchanges(binding, source, /*bind=*/false);
+  }
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
+  Exchange* exchange = FindExchange(binding.exchange);
+  if (!exchange) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.exchange) + " not found");
+  }
+  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
+  // Unbinding what is not bound succeeds, as in AMQP.
+  if (exchange->Unbind(queue.get(), binding.routing_key, binding.arguments)) {
+    auto& list = queue->bindings();
+    auto it = std::find_if(list.begin(), list.end(), [&](const BindingSpec& b) {
+      return b.exchange == binding.exchange && b.routing_key == binding.routing_key &&
+             Exchange::Canonical(b.arguments) == Exchange::Canonical(binding.arguments);
+    });
+    if (it != list.end()) list.erase(it);
+    if (exchange->spec().durable && queue->store_id() != 0) {
+      Persist(store::StoreBatch::RemoveBinding{binding});
+    }
+    MaybeAutoDeleteExchange(binding.exchange);
+  }
+  return Status::Ok();
+}
+
+Status Broker::BindExchanges(const BindingSpec& binding, Exchange* source, bool bind) {
+  if (!binding.queue.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a binding goes to a queue or to a destination exchange, not both");
+  }
+  Exchange* destination = FindExchange(binding.destination_exchange);
+  if (!destination) {
+    return Status(StatusCode::kExchangeNotFound,
+                  "exchange " + Quote(binding.destination_exchange) + " not found");
+  }
+  Destination to{nullptr, destination};
+  bool durable = source->spec().durable && destination->spec().durable;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(durable));
+  if (bind) {
+    bool added = false;
+    WHARF_RETURN_IF_ERROR(source->Bind(to, binding.routing_key, binding.arguments, &added));
+    if (added && durable) Persist(store::StoreBatch::PutBinding{binding});
+    return Status::Ok();
+  }
+  if (source->Unbind(to, binding.routing_key, binding.arguments)) {
+    if (durable) Persist(store::StoreBatch::RemoveBinding{binding});
+    MaybeAutoDeleteExchange(binding.exchange);
+  }
+  return Status::Ok();
+}
+
+void Broker::RouteThrough(Exchange* exchange, const std::string& routing_key,
+                          const Headers& headers, std::vector<Queue*>* targets,
+                          std::vector<const Exchange*>* visited) {
+  if (std::find(visited->begin(), visited->end(), exchange) != visited->end()) return;
+  visited->push_back(exchange);
+  size_t before = targets->size();
+  std::vector<Destination> hits;
+  exchange->Route(routing_key, headers, &hits);
+  for (const Destination& hit : hits) {
+    if (hit.queue) {
+      targets->push_back(hit.queue);
+    } else {
+      RouteThrough(hit.exchange, routing_key, headers, targets, visited);
+    }
+  }
+  // Nothing reached a queue through this exchange: its alternate exchange gets the message.
+  if (targets->size() == before && !exchange->spec().alternate_exchange.empty()) {
+    if (Exchange* alternate = FindExchange(exchange->spec().alternate_exchange)) {
+      RouteThrough(alternate, routing_key, headers, targets, visited);
+    }
+  }
+}
+
+void Broker::MaybeAutoDeleteExchange(const std::string& name) {
+  auto it = exchanges_.find(name);
+  if (it != exchanges_.end() && it->second->spec().auto_delete &&
+      it->second->binding_count() == 0) {
+    RemoveExchange(name);
+  }
+}
+
+}  // namespace wharf::broker
