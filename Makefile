@@ -2,7 +2,7 @@
 # (through sudo when not root), then build with CMake. See README.md.
 PKGS := cmake g++ make pkg-config libasio-dev libspdlog-dev libprotobuf-dev protobuf-compiler \
         librocksdb-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libtoml11-dev librabbitmq-dev libjemalloc-dev \
-        libcpp-httplib-dev
+        libcpp-httplib-dev libcli11-dev nlohmann-json3-dev libsystemd-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JOBS ?= $(shell nproc)
 

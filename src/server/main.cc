@@ -14,6 +14,7 @@
 #include "server/log_file.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "wharf/version.h"
 
 namespace {
 
@@ -89,7 +90,7 @@ int Run(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     } else if (arg == "--version") {
-      std::puts("wharfd 0.1.0");
+      std::puts("wharfd " WHARF_VERSION);
       return 0;
     } else if (arg == "--config") {
       ok = value(&config_path);

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/password.h"
+#include "wharf/version.h"
 
 namespace wharf::server {
 namespace wire = protocol::wire;
@@ -288,7 +289,7 @@ Status Session::HandleHello(const wire::Frame& frame) {
   reply.set_request_id(frame.request_id());
   auto* ok = reply.mutable_hello_ok();
   ok->set_protocol_version(protocol::kProtocolVersion);
-  ok->set_server_name("wharfd 0.1.0");
+  ok->set_server_name("wharfd " WHARF_VERSION);
   ok->set_max_frame_bytes(context_->options->max_frame_bytes());
   ok->set_max_message_bytes(context_->options->max_message_bytes);
   ok->add_auth_mechanisms("PLAIN");
