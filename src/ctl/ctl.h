@@ -1,48 +1,100 @@
-// ctl/ctl.h: what wharfctl's command files share (ctl/wharfctl.cc, inspect.cc, redrive.cc).
+// ctl/ctl.h: what wharfctl's command files share (docs/operations.md, "wharfctl").
+//
+// The command line is parsed by CLI11 (Debian's libcli11-dev): each command file adds its
+// subcommands and their typed options to the app and says what runs when one is chosen
+// (Commands). Parsing is over before anything runs, so an unknown option or a value out of
+// range is an error (exit 2) before the broker is even reached.
 //
 // Thread safety: single-threaded CLI.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wharf/client.h"
 
 namespace wharf::ctl {
 
-struct Args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> options;  // --name value
-  std::map<std::string, bool> flags;           // --name
-  std::vector<std::string> headers;            // --header K=V, repeatable
+// Exit codes (wharfctl --help says them too).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRefused = 1;  // the broker refused or failed, or output failed
+inline constexpr int kExitUsage = 2;    // bad command line
+inline constexpr int kExitUnreachable = 3;
+
+// What runs for each (sub)command once the command line is parsed: with a connection to the
+// broker, or without one (hash-password, help, completion).
+class Commands {
+ public:
+  using BrokerAction = std::function<int(wharf::Client&)>;
+  using LocalAction = std::function<int()>;
+
+  void OnBroker(const CLI::App* command, BrokerAction action) {
+    broker_[command] = std::move(action);
+  }
+  void OnLocal(const CLI::App* command, LocalAction action) { local_[command] = std::move(action); }
+  const BrokerAction* Broker(const CLI::App* command) const {
+    auto it = broker_.find(command);
+    return it == broker_.end() ? nullptr : &it->second;
+  }
+  const LocalAction* Local(const CLI::App* command) const {
+    auto it = local_.find(command);
+    return it == local_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::map<const CLI::App*, BrokerAction> broker_;
+  std::map<const CLI::App*, LocalAction> local_;
 };
 
-// A JSON string literal of `s`.
-std::string JsonString(const std::string& s);
-std::string HeadersJson(const wharf::Headers& headers);
-std::string DeathsJson(const std::vector<wharf::Death>& deaths);
-// Prints the broker's refusal; returns exit code 1.
-int Refused(const wharf::Status& status);
-// Prints the problem and the usage; returns exit code 2.
-int Usage(const std::string& message);
+// Each command file's subcommands (ctl/topology.cc, messages.cc, inspect.cc, redrive.cc,
+// users.cc).
+void AddTopologyCommands(CLI::App& app, Commands& commands);
+void AddMessageCommands(CLI::App& app, Commands& commands);
+void AddInspectCommands(CLI::App& app, Commands& commands);
+void AddRedriveCommands(CLI::App& app, Commands& commands);
+void AddUserCommands(CLI::App& app, Commands& commands);
+
+// --- Values on the command line (ctl/values.cc) ---------------------------------------------
+
+// A decimal integer from min to max (no sign unless min < 0, no octal or hex, no wrap-around):
+// CLI11's own conversion takes "-5" for 2^64-5 and "010" for 8. Rewrites the text to the
+// canonical decimal it checked.
+CLI::Validator Integer(int64_t min, int64_t max);
+CLI::Validator Unsigned(uint64_t min, uint64_t max);
+// HOST:PORT, [IPv6]:PORT; port 1-65535.
+CLI::Validator HostPort();
+bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
+
+// K=V for --header and --arg: V is an integer if it is one, true/false a boolean, a number
+// with a fraction a double, otherwise a string; "K:string=V" (or :int, :double, :bool) says
+// the type. The problem in `error`.
+bool ParseTypedValue(const std::string& kv, wharf::Headers* out, std::string* error);
+// Unix ms, or a UTC time like 2027-01-31T08:00:00Z (with optional .mmm).
+std::optional<int64_t> ParseTime(const std::string& text);
 // Unix ms as UTC, 2027-01-31T08:00:00.000Z.
 std::string FormatTime(int64_t ms);
 // A message id in hex (as wharfctl prints them), with or without 0x.
 std::optional<uint64_t> ParseMessageId(std::string text);
+// A record separator given on the command line: \n, \t, \0, \\ and \xHH are unescaped.
+std::optional<std::string> ParseSeparator(const std::string& text);
 
-// ctl/redrive.cc
-int Redrive(wharf::Client& client, const Args& args);
-int MoveMessages(wharf::Client& client, const Args& args, bool one);
-int Purge(wharf::Client& client, const Args& args);
-// ctl/inspect.cc
-int ListQueues(wharf::Client& client, const Args& args);
-int ShowQueue(wharf::Client& client, const Args& args);
-int ListBindings(wharf::Client& client, const Args& args);
-int ListConsumers(wharf::Client& client, const Args& args);
-int ListConnections(wharf::Client& client, const Args& args);
-int Peek(wharf::Client& client, const Args& args);
+// --- Output (ctl/values.cc) ------------------------------------------------------------------
+
+// Writes `bytes` to stdout as they are (NUL bytes and all) and flushes: true only once all of
+// them reached the kernel. The reason when not.
+bool WriteOut(std::string_view bytes, std::string* error);
+// A name or text for a table cell: control characters and invalid UTF-8 escaped (\n, \x1b),
+// so what a client named a queue cannot move the cursor of an operator's terminal.
+std::string Printable(std::string_view text);
+// Prints the broker's refusal; returns kExitRefused.
+int Refused(const wharf::Status& status);
+// Prints the problem and how to get help; returns kExitUsage.
+int Usage(const std::string& message);
 
 }  // namespace wharf::ctl

@@ -6,38 +6,16 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ctl/ctl.h"
+#include "ctl/json.h"
 
 namespace wharf::ctl {
-
-std::string RedriveJson(const wharf::RedriveInfo& r) {
-  std::string targets = "{";
-  for (size_t i = 0; i < r.targets.size(); ++i) {
-    targets += (i ? "," : "") + JsonString(r.targets[i].queue) + ":" +
-               std::to_string(r.targets[i].messages);
-  }
-  targets += "}";
-  char rate[32];
-  std::snprintf(rate, sizeof rate, "%.1f", r.rate_per_second);
-  return std::string("{\"queue\":") + JsonString(r.spec.queue) +
-         ",\"to\":" + JsonString(r.spec.to) + ",\"reason\":" + JsonString(r.spec.reason) +
-         ",\"limit\":" + std::to_string(r.spec.limit) + ",\"rate\":" + std::to_string(r.spec.rate) +
-         ",\"dry_run\":" + (r.spec.dry_run ? "true" : "false") +
-         ",\"state\":" + JsonString(std::string(wharf::RedriveStateName(r.state))) +
-         ",\"detail\":" + JsonString(r.detail) +
-         ",\"started_at_ms\":" + std::to_string(r.started_at_ms) +
-         ",\"finished_at_ms\":" + std::to_string(r.finished_at_ms) +
-         ",\"total\":" + std::to_string(r.total) + ",\"moved\":" + std::to_string(r.moved) +
-         ",\"remaining\":" + std::to_string(r.remaining) +
-         ",\"skipped_not_matching\":" + std::to_string(r.skipped_not_matching) +
-         ",\"skipped_no_target\":" + std::to_string(r.skipped_no_target) +
-         ",\"skipped_target_full\":" + std::to_string(r.skipped_target_full) +
-         ",\"rate_per_second\":" + rate + ",\"targets\":" + targets + "}";
-}
+namespace {
 
 // "moved 1200 (orders 1200); left 3 not matching, 1 without a target queue".
 std::string RedriveSummary(const wharf::RedriveInfo& r) {
@@ -45,7 +23,8 @@ std::string RedriveSummary(const wharf::RedriveInfo& r) {
   if (!r.targets.empty()) {
     out += " (";
     for (size_t i = 0; i < r.targets.size(); ++i) {
-      out += (i ? ", " : "") + r.targets[i].queue + " " + std::to_string(r.targets[i].messages);
+      out += (i ? ", " : "") + Printable(r.targets[i].queue) + " " +
+             std::to_string(r.targets[i].messages);
     }
     out += ")";
   }
@@ -100,121 +79,117 @@ wharf::Result<wharf::RedriveInfo> FollowRedrive(wharf::Client& client, const std
   }
 }
 
-// --limit and --rate into `spec` (left as they are when absent); the problem, or "".
-std::string ReadLimitAndRate(const Args& args, wharf::RedriveSpec* spec) {
-  auto number = [&](const char* name, uint64_t max) -> std::optional<uint64_t> {
-    const std::string& text = args.options.at(name);
-    if (text.empty() || text.size() > 19 ||
-        text.find_first_not_of("0123456789") != std::string::npos) {
-      return std::nullopt;
-    }
-    uint64_t v = std::stoull(text);
-    return v > max ? std::nullopt : std::optional<uint64_t>(v);
-  };
-  if (args.options.count("--limit")) {
-    auto limit = number("--limit", UINT64_MAX);
-    if (!limit) return "--limit needs a number of messages";
-    spec->limit = *limit;
+struct RedriveOptions {
+  std::string queue, to, reason, id;
+  uint64_t limit = 0;
+  uint32_t rate = 0;
+  bool dry_run = false, follow = false, json = false, no_wait = false;
+};
+
+int PrintRedrives(const std::vector<RedriveInfo>& tasks, const std::string& queue, bool json) {
+  if (json) {
+    Json out = Json::array();
+    for (const RedriveInfo& r : tasks) out.push_back(RedriveJson(r));
+    return PrintJson(out);
   }
-  if (args.options.count("--rate")) {
-    auto rate = number("--rate", 1'000'000);
-    if (!rate || *rate == 0) return "--rate needs messages per second, 1 to 1000000";
-    spec->rate = static_cast<uint32_t>(*rate);
+  if (tasks.empty()) {
+    std::puts(queue.empty() ? "no redrives"
+                            : ("queue '" + Printable(queue) + "' has had no redrive").c_str());
+    return kExitOk;
   }
-  return "";
+  std::printf("%-24s %-10s %10s %10s %8s  %-24s %s\n", "QUEUE", "STATE", "MOVED", "REMAINING",
+              "MSG/S", "STARTED (UTC)", "DETAIL");
+  for (const RedriveInfo& r : tasks) {
+    std::string state(RedriveStateName(r.state));
+    if (r.spec.dry_run) state += "*";
+    std::printf("%-24s %-10s %10llu %10llu %8.0f  %-24s %s\n", Printable(r.spec.queue).c_str(),
+                state.c_str(), static_cast<unsigned long long>(r.moved),
+                static_cast<unsigned long long>(r.remaining), r.rate_per_second,
+                FormatTime(r.started_at_ms).c_str(), RedriveSummary(r).c_str());
+  }
+  return kExitOk;
 }
 
-int Redrive(wharf::Client& client, const Args& args) {
-  const auto& p = args.positional;
-  const bool json = args.flags.count("--json") > 0;
-  if (p.empty()) return Usage("redrive needs DLQ, 'status [DLQ]' or 'cancel DLQ'");
-  if (p[0] == "status" && p.size() <= 2) {
-    auto tasks = client.RedriveStatus(p.size() == 2 ? p[1] : "");
-    if (!tasks.ok()) return Refused(tasks.status());
-    if (json) {
-      std::string out = "[";
-      for (size_t i = 0; i < tasks->size(); ++i)
-        out += (i ? ",\n " : "") + RedriveJson((*tasks)[i]);
-      std::puts((out + "]").c_str());
-      return 0;
-    }
-    if (tasks->empty()) {
-      std::puts(p.size() == 2 ? ("queue '" + p[1] + "' has had no redrive").c_str()
-                              : "no redrives");
-      return 0;
-    }
-    std::printf("%-24s %-10s %10s %10s %8s  %-24s %s\n", "QUEUE", "STATE", "MOVED", "REMAINING",
-                "MSG/S", "STARTED (UTC)", "DETAIL");
-    for (const auto& r : *tasks) {
-      std::string state(wharf::RedriveStateName(r.state));
-      if (r.spec.dry_run) state += "*";
-      std::printf("%-24s %-10s %10llu %10llu %8.0f  %-24s %s\n", r.spec.queue.c_str(),
-                  state.c_str(), static_cast<unsigned long long>(r.moved),
-                  static_cast<unsigned long long>(r.remaining), r.rate_per_second,
-                  FormatTime(r.started_at_ms).c_str(), RedriveSummary(r).c_str());
-    }
-    return 0;
-  }
-  if ((p[0] == "status" || p[0] == "cancel") && p.size() > 2) {
-    return Usage("redrive " + p[0] + " takes one DLQ");
-  }
-  if (p[0] == "cancel" && p.size() != 2) return Usage("redrive cancel needs DLQ");
-  if (p[0] == "cancel") {
-    auto task = client.CancelRedrive(p[1]);
-    if (!task.ok()) return Refused(task.status());
-    if (json) {
-      std::puts(RedriveJson(*task).c_str());
-    } else {
-      std::printf("redrive of '%s' cancelled: %s\n", p[1].c_str(), RedriveSummary(*task).c_str());
-    }
-    return 0;
-  }
-  size_t at = p[0] == "start" ? 1 : 0;
-  if (p.size() != at + 1) return Usage("redrive needs one DLQ");
-  wharf::RedriveSpec spec;
-  spec.queue = p[at];
-  if (args.options.count("--to")) spec.to = args.options.at("--to");
-  if (args.options.count("--reason")) spec.reason = args.options.at("--reason");
-  if (std::string error = ReadLimitAndRate(args, &spec); !error.empty()) return Usage(error);
-  spec.dry_run = args.flags.count("--dry-run") > 0;
+int StartRedrive(Client& client, const RedriveOptions& o) {
+  RedriveSpec spec;
+  spec.queue = o.queue;
+  spec.to = o.to;
+  spec.reason = o.reason;
+  spec.limit = o.limit;
+  spec.rate = o.rate;
+  spec.dry_run = o.dry_run;
   auto started = client.StartRedrive(spec);
   if (!started.ok()) return Refused(started.status());
-  if (!spec.dry_run && !args.flags.count("--follow")) {
-    if (json) {
-      std::puts(RedriveJson(*started).c_str());
-    } else {
-      std::printf(
-          "redrive of '%s' started: %llu ready, to %s, at most %u per second\n"
-          "follow it with: wharfctl redrive status %s\n",
-          spec.queue.c_str(), static_cast<unsigned long long>(started->total),
-          spec.to.empty() ? "the queue each message died in" : ("'" + spec.to + "'").c_str(),
-          started->spec.rate, spec.queue.c_str());
-    }
-    return 0;
+  if (!spec.dry_run && !o.follow) {
+    if (o.json) return PrintJson(RedriveJson(*started));
+    std::printf(
+        "redrive of '%s' started: %llu ready, to %s, at most %u per second\n"
+        "follow it with: wharfctl redrive status %s\n",
+        Printable(spec.queue).c_str(), static_cast<unsigned long long>(started->total),
+        spec.to.empty() ? "the queue each message died in"
+                        : ("'" + Printable(spec.to) + "'").c_str(),
+        started->spec.rate, Printable(spec.queue).c_str());
+    return kExitOk;
   }
   auto done = FollowRedrive(client, spec.queue);
   if (!done.ok()) return Refused(done.status());
-  if (json) {
-    std::puts(RedriveJson(*done).c_str());
-  } else {
-    std::printf("redrive of '%s'%s %s: %s\n", spec.queue.c_str(), spec.dry_run ? " (dry run)" : "",
-                std::string(wharf::RedriveStateName(done->state)).c_str(),
-                RedriveSummary(*done).c_str());
-  }
-  return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
+  int rc = done->state == RedriveInfo::State::kFinished ? kExitOk : kExitRefused;
+  if (o.json) return PrintJson(RedriveJson(*done)) == kExitOk ? rc : kExitRefused;
+  std::printf("redrive of '%s'%s %s: %s\n", Printable(spec.queue).c_str(),
+              spec.dry_run ? " (dry run)" : "", std::string(RedriveStateName(done->state)).c_str(),
+              RedriveSummary(*done).c_str());
+  return rc;
 }
 
 // `wharfctl move SRC --to DST` and `wharfctl requeue QUEUE ID`: a redrive to a named queue
 // (every ready message, or one by id), followed to its end.
+int MoveMessages(Client& client, const RedriveOptions& o, bool one) {
+  RedriveSpec spec;
+  spec.queue = o.queue;
+  spec.to = o.to;
+  spec.limit = o.limit;
+  // An operator's move goes as fast as the broker allows, unless --rate says otherwise.
+  spec.rate = o.rate ? o.rate : (one ? 0 : 100'000);
+  if (one) {
+    auto id = ParseMessageId(o.id);
+    if (!id) return Usage("message id '" + o.id + "' is not a hex id like 0190a3c5e2f40001");
+    spec.message_id = *id;
+    spec.limit = 1;
+  }
+  auto started = client.StartRedrive(spec);
+  if (!started.ok()) return Refused(started.status());
+  auto done = FollowRedrive(client, spec.queue);
+  if (!done.ok()) return Refused(done.status());
+  int rc = done->state == RedriveInfo::State::kFinished ? kExitOk : kExitRefused;
+  if (one && done->moved != 1) {
+    std::fprintf(stderr,
+                 "wharfctl: message %s is not ready in queue '%s' (in flight, delayed, settled, "
+                 "or never there)%s\n",
+                 HexId(spec.message_id).c_str(), Printable(spec.queue).c_str(),
+                 done->skipped_no_target > 0 ? ", or it has no queue to go back to (--to)" : "");
+    rc = kExitRefused;
+  }
+  if (o.json) return PrintJson(RedriveJson(*done)) == kExitOk ? rc : kExitRefused;
+  if (!one) {
+    std::printf("%s from '%s' to '%s': %s\n", std::string(RedriveStateName(done->state)).c_str(),
+                Printable(spec.queue).c_str(), Printable(spec.to).c_str(),
+                RedriveSummary(*done).c_str());
+  } else if (rc == kExitOk) {
+    std::printf("message %s requeued from '%s' to '%s'\n", HexId(spec.message_id).c_str(),
+                Printable(spec.queue).c_str(),
+                done->targets.empty() ? "?" : Printable(done->targets[0].queue).c_str());
+  }
+  return rc;
+}
+
 // `wharfctl purge QUEUE`: the queue is empty when the broker answers; a large purge's
 // messages are then removed from the disk in the background, which this follows to the end
 // (a progress bar on a terminal) unless --no-wait.
-int Purge(wharf::Client& client, const Args& args) {
-  if (args.positional.size() != 1) return Usage("purge needs QUEUE");
-  const std::string& queue = args.positional[0];
+int Purge(Client& client, const RedriveOptions& o) {
+  const std::string& queue = o.queue;
   auto purged = client.PurgeQueue(queue);
   if (!purged.ok()) return Refused(purged.status());
-  const bool wait = !args.flags.count("--no-wait");
+  const bool wait = !o.no_wait;
   const bool tty = isatty(STDERR_FILENO);
   uint64_t reclaiming = 0, total = 0;
   // A store that cannot write (a full disk) stops the removal: say so rather than wait forever.
@@ -225,7 +200,7 @@ int Purge(wharf::Client& client, const Args& args) {
     auto queues = client.ListQueues(queue);
     if (!queues.ok()) return Refused(queues.status());
     auto it = std::find_if(queues->begin(), queues->end(),
-                           [&](const wharf::QueueInfo& q) { return q.name == queue; });
+                           [&](const QueueInfo& q) { return q.name == queue; });
     const uint64_t now_reclaiming = it == queues->end() ? 0 : it->purge_reclaiming;  // deleted
     if (now_reclaiming != reclaiming) progressed_at = std::chrono::steady_clock::now();
     reclaiming = now_reclaiming;
@@ -245,68 +220,107 @@ int Purge(wharf::Client& client, const Args& args) {
                  "log: can the store write?); it goes on in the broker\n",
                  static_cast<long long>(kStalled.count()));
   }
-  if (args.flags.count("--json")) {
-    std::printf("{\"queue\":%s,\"purged\":%llu,\"purge_reclaiming\":%llu}\n",
-                JsonString(queue).c_str(), static_cast<unsigned long long>(*purged),
-                static_cast<unsigned long long>(reclaiming));
-  } else if (reclaiming > 0) {
+  if (o.json) {
+    return PrintJson(Json{{"queue", queue}, {"purged", *purged}, {"purge_reclaiming", reclaiming}});
+  }
+  if (reclaiming > 0) {
     std::printf("purged %llu messages from '%s' (%llu still being removed from the disk)\n",
-                static_cast<unsigned long long>(*purged), queue.c_str(),
+                static_cast<unsigned long long>(*purged), Printable(queue).c_str(),
                 static_cast<unsigned long long>(reclaiming));
   } else {
     std::printf("purged %llu messages from '%s'\n", static_cast<unsigned long long>(*purged),
-                queue.c_str());
+                Printable(queue).c_str());
   }
-  return 0;
+  return kExitOk;
 }
 
-int MoveMessages(wharf::Client& client, const Args& args, bool one) {
-  const auto& p = args.positional;
-  if (one ? p.size() != 2 : p.size() != 1) {
-    return Usage(one ? "requeue needs QUEUE ID" : "move needs SRC (and --to DST)");
-  }
-  wharf::RedriveSpec spec;
-  spec.queue = p[0];
-  if (args.options.count("--to")) spec.to = args.options.at("--to");
-  if (one) {
-    auto id = ParseMessageId(p[1]);
-    if (!id) return Usage("message id '" + p[1] + "' is not a hex id like 0190a3c5e2f40001");
-    spec.message_id = *id;
-    spec.limit = 1;
-  } else if (spec.to.empty()) {
-    return Usage("move needs --to DST");
-  }
-  // An operator's move goes as fast as the broker allows, unless --rate says otherwise.
-  if (!one) spec.rate = 100'000;
-  if (std::string error = ReadLimitAndRate(args, &spec); !error.empty()) return Usage(error);
-  if (one) spec.limit = 1;
-  auto started = client.StartRedrive(spec);
-  if (!started.ok()) return Refused(started.status());
-  auto done = FollowRedrive(client, spec.queue);
-  if (!done.ok()) return Refused(done.status());
-  if (args.flags.count("--json")) {
-    std::puts(RedriveJson(*done).c_str());
-  } else if (!one) {
-    std::printf("%s from '%s' to '%s': %s\n",
-                std::string(wharf::RedriveStateName(done->state)).c_str(), spec.queue.c_str(),
-                spec.to.c_str(), RedriveSummary(*done).c_str());
-  }
-  if (one) {
-    if (done->moved != 1) {
-      std::fprintf(stderr,
-                   "wharfctl: message %016llx is not ready in queue '%s' (in flight, delayed, "
-                   "settled, or never there)%s\n",
-                   static_cast<unsigned long long>(spec.message_id), spec.queue.c_str(),
-                   done->skipped_no_target > 0 ? ", or it has no queue to go back to (--to)" : "");
-      return 1;
-    }
-    if (!args.flags.count("--json")) {
-      std::printf("message %016llx requeued from '%s' to '%s'\n",
-                  static_cast<unsigned long long>(spec.message_id), spec.queue.c_str(),
-                  done->targets.empty() ? "?" : done->targets[0].queue.c_str());
-    }
-  }
-  return done->state == wharf::RedriveInfo::State::kFinished ? 0 : 1;
+// --limit and --rate, as redrive, move and requeue take them.
+void AddLimitAndRate(CLI::App* command, RedriveOptions* o) {
+  command->add_option("--limit", o->limit, "move at most N messages")
+      ->check(Unsigned(1, UINT64_MAX));
+  command->add_option("--rate", o->rate, "at most N messages per second")
+      ->check(Unsigned(1, 1'000'000));
+}
+
+}  // namespace
+
+void AddRedriveCommands(CLI::App& app, Commands& commands) {
+  auto o = std::make_shared<RedriveOptions>();
+  const char* kReasons = "rejected, max_attempts, expired or max_length";
+
+  CLI::App* redrive = app.add_subcommand(
+      "redrive",
+      "move a dead-letter queue's messages back to the queue each died in (or to --to), at a "
+      "rate (default 1000/s); 'redrive start DLQ' for a queue named status or cancel");
+  redrive->add_option("dlq", o->queue, "the dead-letter queue");
+  auto add_start_options = [&](CLI::App* c) {
+    c->add_option("--to", o->to, "move every message to this queue instead");
+    c->add_option("--reason", o->reason, "only messages whose last death was this")
+        ->check(CLI::IsMember({"rejected", "max_attempts", "expired", "max_length"}))
+        ->description(std::string("only messages whose last death was: ") + kReasons);
+    AddLimitAndRate(c, o.get());
+    c->add_flag("--dry-run", o->dry_run, "count what would move, move nothing");
+    c->add_flag("--follow", o->follow, "show it to the end");
+    c->add_flag("--json", o->json, "print the redrive as JSON");
+  };
+  add_start_options(redrive);
+  commands.OnBroker(redrive, [o](Client& client) {
+    if (o->queue.empty()) return Usage("redrive needs DLQ, 'status [DLQ]' or 'cancel DLQ'");
+    return StartRedrive(client, *o);
+  });
+  CLI::App* start = redrive->add_subcommand("start", "the same as redrive DLQ");
+  start->add_option("dlq", o->queue, "the dead-letter queue")->required();
+  add_start_options(start);
+  commands.OnBroker(start, [o](Client& client) { return StartRedrive(client, *o); });
+  CLI::App* status =
+      redrive->add_subcommand("status", "the last redrive of DLQ, or of every queue");
+  status->add_option("dlq", o->queue, "the dead-letter queue");
+  status->add_flag("--json", o->json, "as JSON");
+  commands.OnBroker(status, [o](Client& client) {
+    auto tasks = client.RedriveStatus(o->queue);
+    if (!tasks.ok()) return Refused(tasks.status());
+    return PrintRedrives(*tasks, o->queue, o->json);
+  });
+  CLI::App* cancel =
+      redrive->add_subcommand("cancel", "stop a running redrive (what moved stays moved)");
+  cancel->add_option("dlq", o->queue, "the dead-letter queue")->required();
+  cancel->add_flag("--json", o->json, "as JSON");
+  commands.OnBroker(cancel, [o](Client& client) {
+    auto task = client.CancelRedrive(o->queue);
+    if (!task.ok()) return Refused(task.status());
+    if (o->json) return PrintJson(RedriveJson(*task));
+    std::printf("redrive of '%s' cancelled: %s\n", Printable(o->queue).c_str(),
+                RedriveSummary(*task).c_str());
+    return kExitOk;
+  });
+
+  CLI::App* move = app.add_subcommand(
+      "move",
+      "move SRC's ready messages to DST in order, inside the broker (exactly once, "
+      "survives restarts; shows progress)");
+  move->add_option("src", o->queue, "the queue to empty")->required();
+  move->add_option("--to", o->to, "the queue they go to")->required();
+  AddLimitAndRate(move, o.get());
+  move->add_flag("--json", o->json, "print the result as JSON");
+  commands.OnBroker(move, [o](Client& client) { return MoveMessages(client, *o, false); });
+
+  CLI::App* requeue = app.add_subcommand(
+      "requeue", "move one ready message by id back to the queue it died in, or to --to");
+  requeue->add_option("queue", o->queue, "the queue it is in")->required();
+  requeue->add_option("id", o->id, "its id, in hex")->required();
+  requeue->add_option("--to", o->to, "the queue it goes to");
+  requeue->add_flag("--json", o->json, "print the result as JSON");
+  commands.OnBroker(requeue, [o](Client& client) { return MoveMessages(client, *o, true); });
+
+  CLI::App* purge = app.add_subcommand(
+      "purge",
+      "remove QUEUE's ready and delayed messages (not those in flight); waits while a "
+      "large purge is removed from the disk, with a progress bar on a terminal");
+  purge->alias("purge-queue");
+  purge->add_option("queue", o->queue, "the queue")->required();
+  purge->add_flag("--no-wait", o->no_wait, "answer once the queue is empty, not when the disk is");
+  purge->add_flag("--json", o->json, "print the result as JSON");
+  commands.OnBroker(purge, [o](Client& client) { return Purge(client, *o); });
 }
 
 }  // namespace wharf::ctl

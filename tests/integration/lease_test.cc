@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "integration/helpers.h"
 #include "support/test_server.h"
 
 namespace wharf {
@@ -129,16 +130,19 @@ TEST(DeadLetter, PoisonMessageEndsInTheDeadLetterQueueWithItsStory) {
   ASSERT_EQ(code, 0) << json;
   char id[24];
   std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(published->message_id));
-  EXPECT_NE(json.find(std::string("\"message_id\":\"") + id + "\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"deaths\":[{\"reason\":\"max_attempts\",\"queue\":\"orders\""),
-            std::string::npos)
-      << json;
-  EXPECT_NE(json.find("\"count\":1"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"receive_count\":3,\"failure_count\":3,"
-                      "\"last_error\":\"cannot parse order (attempt 3)\"}"),
-            std::string::npos)
-      << json;
-  EXPECT_NE(json.find("\"body\":\"{not json\""), std::string::npos) << json;
+  nlohmann::json dead = testing::ParseJson(json);
+  EXPECT_EQ(dead["message_id"], id);
+  ASSERT_EQ(dead["deaths"].size(), 1u) << json;
+  const nlohmann::json& death = dead["deaths"][0];
+  EXPECT_EQ(death["reason"], "max_attempts");
+  EXPECT_EQ(death["queue"], "orders");
+  EXPECT_EQ(death["count"], 1);
+  EXPECT_EQ(death["receive_count"], 3);
+  EXPECT_EQ(death["failure_count"], 3);
+  EXPECT_EQ(death["last_error"], "cannot parse order (attempt 3)");
+  EXPECT_EQ(dead["properties"]["headers"]["tenant"], "acme");
+  EXPECT_EQ(dead["payload"], "{not json");
+  EXPECT_EQ(dead["payload_encoding"], "string");
 }
 
 TEST(Lease, UnknownQueueArgumentIsRefusedByName) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common/password.h"
+#include "integration/helpers.h"
 #include "support/test_server.h"
 
 namespace wharf {
@@ -89,17 +90,18 @@ TEST(Wharfctl, TourFromTheReadmeWorks) {
   std::string published = RunCommand(ctl + "publish events order.created 'hello wharf'", &code);
   ASSERT_EQ(code, 0);
   EXPECT_NE(published.find("to 1 queue(s)"), std::string::npos) << published;
-  std::string json = RunCommand(ctl + "queues --json", &code);
+  nlohmann::json queues = testing::ParseJson(RunCommand(ctl + "queues --json", &code));
   ASSERT_EQ(code, 0);
-  EXPECT_NE(json.find("\"name\":\"orders\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"ready\":1"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"in_flight\":0"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"consumers\":0"), std::string::npos) << json;
+  ASSERT_EQ(queues.size(), 1u) << queues;
+  EXPECT_EQ(queues[0]["name"], "orders");
+  EXPECT_EQ(queues[0]["ready"], 1);
+  EXPECT_EQ(queues[0]["in_flight"], 0);
+  EXPECT_EQ(queues[0]["consumers"], 0);
   std::string consumed = RunCommand(ctl + "consume orders", &code);
   ASSERT_EQ(code, 0);
   EXPECT_EQ(consumed, "hello wharf\n");
-  std::string empty = RunCommand(ctl + "queues --json", &code);
-  EXPECT_NE(empty.find("\"ready\":0"), std::string::npos) << empty;
+  queues = testing::ParseJson(RunCommand(ctl + "queues --json", &code));
+  EXPECT_EQ(queues[0]["ready"], 0) << queues;
   RunCommand(ctl + "delete-queue missing 2>/dev/null", &code);
   EXPECT_EQ(code, 1);
 }
@@ -114,16 +116,17 @@ TEST(Wharfctl, UsersAreManagedAtRuntimeAndSurviveARestart) {
   ASSERT_EQ(code, 0);
   RunCommand("echo pw-worker | " + ctl("add-user worker"), &code);
   ASSERT_EQ(code, 0);
-  std::string json = RunCommand(ctl("users --json"), &code);
+  nlohmann::json users = testing::ParseJson(RunCommand(ctl("users --json"), &code));
   ASSERT_EQ(code, 0);
-  EXPECT_NE(json.find("{\"name\":\"ops\",\"admin\":true,\"source\":\"store\"}"), std::string::npos)
-      << json;
-  EXPECT_NE(json.find("{\"name\":\"worker\",\"admin\":false,\"source\":\"store\"}"),
-            std::string::npos)
-      << json;
-  EXPECT_NE(json.find("{\"name\":\"guest\",\"admin\":true,\"source\":\"builtin\"}"),
-            std::string::npos)
-      << json;
+  auto has = [&](const std::string& name, bool admin, const std::string& source) {
+    for (const auto& u : users) {
+      if (u["name"] == name) return u["admin"] == admin && u["source"] == source;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("ops", true, "store")) << users;
+  EXPECT_TRUE(has("worker", false, "store")) << users;
+  EXPECT_TRUE(has("guest", true, "builtin")) << users;
   // A user that is not an admin may work but not manage users.
   std::string refused = RunCommand(
       ctl("--user worker --password pw-worker add-user sneaky --new-password x 2>&1"), &code);
@@ -160,9 +163,14 @@ TEST(Wharfctl, ConsumeJsonIsValidJson) {
   RunCommand(ctl + "publish '' q tagged --header k=v", &code);
   std::string out = RunCommand(ctl + "consume q --count 2 --json", &code);
   ASSERT_EQ(code, 0);
-  EXPECT_NE(out.find("\"headers\":{},\"body\":\"plain\"}"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"headers\":{\"k\":\"\\\"v\\\"\"},\"body\":\"tagged\"}"), std::string::npos)
-      << out;
+  size_t newline = out.find('\n');
+  ASSERT_NE(newline, std::string::npos) << out;
+  nlohmann::json plain = testing::ParseJson(out.substr(0, newline));
+  nlohmann::json tagged = testing::ParseJson(out.substr(newline + 1));
+  EXPECT_EQ(plain["payload"], "plain");
+  EXPECT_EQ(plain["properties"]["headers"], nlohmann::json::object());
+  EXPECT_EQ(tagged["payload"], "tagged");
+  EXPECT_EQ(tagged["properties"]["headers"]["k"], "v");
 }
 
 TEST(Wharfctl, UnreachableServerExitsWithThree) {

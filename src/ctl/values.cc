@@ -1,0 +1,299 @@
+// ctl/values.cc: what wharfctl reads off its command line and how it writes (ctl/ctl.h).
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "ctl/ctl.h"
+#include "ctl/json.h"
+
+namespace wharf::ctl {
+namespace {
+
+bool AllDigits(std::string_view text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// "0012" -> "12": the value CLI11 converts afterwards must not look octal.
+std::string Canonical(std::string_view digits) {
+  size_t first = digits.find_first_not_of('0');
+  return first == std::string_view::npos ? "0" : std::string(digits.substr(first));
+}
+
+}  // namespace
+
+CLI::Validator Unsigned(uint64_t min, uint64_t max) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  CLI::Validator v(
+      [min, max, range](std::string& text) -> std::string {
+        uint64_t value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (!AllDigits(text) || ec != std::errc() || end != text.data() + text.size() ||
+            value < min || value > max) {
+          return "'" + text + "' is not a whole number from " + range;
+        }
+        text = Canonical(text);
+        return "";
+      },
+      std::to_string(min) + ".." + std::to_string(max));
+  return v.non_modifying(false);
+}
+
+CLI::Validator Integer(int64_t min, int64_t max) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  CLI::Validator v(
+      [min, max, range](std::string& text) -> std::string {
+        const bool negative = text.starts_with('-');
+        const std::string_view digits = std::string_view(text).substr(negative ? 1 : 0);
+        int64_t value = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (!AllDigits(digits) || ec != std::errc() || end != text.data() + text.size() ||
+            value < min || value > max) {
+          return "'" + text + "' is not a whole number from " + range;
+        }
+        text = std::to_string(value);
+        return "";
+      },
+      std::to_string(min) + ".." + std::to_string(max));
+  return v.non_modifying(false);
+}
+
+bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string h = text.substr(0, colon);
+  if (h.front() == '[') {
+    if (h.size() < 3 || h.back() != ']') return false;
+    h = h.substr(1, h.size() - 2);
+  } else if (h.find(':') != std::string::npos) {
+    return false;  // an IPv6 address needs its brackets: [::1]:5680
+  }
+  const std::string p = text.substr(colon + 1);
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), value);
+  if (!AllDigits(p) || ec != std::errc() || end != p.data() + p.size() || value == 0 ||
+      value > 65535) {
+    return false;
+  }
+  *host = h;
+  *port = static_cast<uint16_t>(value);
+  return true;
+}
+
+CLI::Validator HostPort() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::string host;
+        uint16_t port = 0;
+        if (ParseHostPort(text, &host, &port)) return "";
+        return "'" + text + "' is not HOST:PORT with a port from 1 to 65535 ([::1]:5680 for IPv6)";
+      },
+      "HOST:PORT");
+}
+
+bool ParseTypedValue(const std::string& kv, wharf::Headers* out, std::string* error) {
+  const size_t eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    *error = "'" + kv + "' is not KEY=VALUE";
+    return false;
+  }
+  std::string key = kv.substr(0, eq);
+  const std::string value = kv.substr(eq + 1);
+  std::string type;
+  if (size_t colon = key.rfind(':'); colon != std::string::npos) {
+    type = key.substr(colon + 1);
+    key = key.substr(0, colon);
+  }
+  auto integer = [&]() -> std::optional<int64_t> {
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+      return std::nullopt;
+    }
+    return n;
+  };
+  auto real = [&]() -> std::optional<double> {
+    if (value.empty()) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(value.c_str(), &end);
+    if (errno != 0 || *end != '\0') return std::nullopt;
+    return d;
+  };
+  if (type.empty()) {
+    if (auto n = integer()) {
+      (*out)[key] = *n;
+    } else if (value == "true" || value == "false") {
+      (*out)[key] = value == "true";
+    } else if (auto d = real(); d && value.find_first_of(".eE") != std::string::npos &&
+                                value.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+      (*out)[key] = *d;
+    } else {
+      (*out)[key] = value;
+    }
+    return true;
+  }
+  if (type == "string") {
+    (*out)[key] = value;
+  } else if (type == "int") {
+    auto n = integer();
+    if (!n) return *error = "'" + value + "' is not a 64-bit integer (" + key + ")", false;
+    (*out)[key] = *n;
+  } else if (type == "double") {
+    auto d = real();
+    if (!d) return *error = "'" + value + "' is not a number (" + key + ")", false;
+    (*out)[key] = *d;
+  } else if (type == "bool") {
+    if (value != "true" && value != "false") {
+      return *error = "'" + value + "' is not true or false (" + key + ")", false;
+    }
+    (*out)[key] = value == "true";
+  } else {
+    *error = "type '" + type + "' of " + key + " is not string, int, double or bool";
+    return false;
+  }
+  return true;
+}
+
+std::optional<int64_t> ParseTime(const std::string& text) {
+  int64_t ms = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (!text.empty() && ec == std::errc() && end == text.data() + text.size()) return ms;
+  std::tm tm{};
+  int millis = 0;
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest) return std::nullopt;
+  if (*rest == '.') {
+    for (int i = 1; i <= 3; ++i) {
+      if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+      millis = millis * 10 + (rest[i] - '0');
+    }
+    rest += 4;
+  }
+  if (std::string_view(rest) != "Z") return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
+}
+
+std::string FormatTime(int64_t ms) {
+  // Floor division, so times before 1970 keep a positive millisecond part.
+  int64_t floor_seconds = ms / 1000 - (ms % 1000 < 0 ? 1 : 0);
+  int millis = static_cast<int>(ms - floor_seconds * 1000);
+  std::time_t seconds = static_cast<std::time_t>(floor_seconds);
+  std::tm tm{};
+  if (!gmtime_r(&seconds, &tm)) return std::to_string(ms) + " ms";
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, millis);
+  return out;
+}
+
+std::optional<uint64_t> ParseMessageId(std::string text) {
+  if (text.starts_with("0x")) text = text.substr(2);
+  if (text.empty() || text.size() > 16) return std::nullopt;
+  uint64_t id = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return id;
+}
+
+std::optional<std::string> ParseSeparator(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i == text.size()) return std::nullopt;
+    switch (text[i]) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '0':
+        out += '\0';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case 'x': {
+        unsigned byte = 0;
+        if (i + 2 >= text.size()) return std::nullopt;
+        auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 3, byte, 16);
+        if (ec != std::errc() || end != text.data() + i + 3) return std::nullopt;
+        out += static_cast<char>(byte);
+        i += 2;
+        break;
+      }
+      default:
+        return std::nullopt;
+    }
+  }
+  return out;
+}
+
+bool WriteOut(std::string_view bytes, std::string* error) {
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) {
+    *error = std::strerror(errno);
+    std::clearerr(stdout);
+    return false;
+  }
+  if (std::fflush(stdout) != 0) {
+    *error = std::strerror(errno);
+    std::clearerr(stdout);
+    return false;
+  }
+  return true;
+}
+
+std::string Printable(std::string_view text) {
+  const bool utf8 = IsUtf8(text);
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) {
+      switch (c) {
+        case '\n':
+          out += "\\n";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        default: {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        }
+      }
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+int Refused(const wharf::Status& status) {
+  std::fprintf(stderr, "wharfctl: %s\n", Printable(status.ToString()).c_str());
+  return kExitRefused;
+}
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr,
+               "wharfctl: %s\nRun 'wharfctl --help' (or 'wharfctl COMMAND --help') for usage.\n",
+               message.c_str());
+  return kExitUsage;
+}
+
+}  // namespace wharf::ctl

@@ -1,0 +1,127 @@
+// ctl/json.h: wharfctl's JSON is valid whatever the bytes, typed, and reads back what it wrote.
+#include "ctl/json.h"
+
+#include <gtest/gtest.h>
+
+namespace wharf::ctl {
+namespace {
+
+std::string AllBytes() {
+  std::string s;
+  for (int i = 0; i < 256; ++i) s += static_cast<char>(i);
+  return s;
+}
+
+TEST(CtlJson, Base64RoundTripsEveryLengthAndRefusesGarbage) {
+  const std::string bytes = AllBytes();
+  for (size_t n = 0; n <= 10; ++n) {
+    auto back = Base64Decode(Base64Encode(bytes.substr(250 - n, n)));
+    ASSERT_TRUE(back.has_value()) << n;
+    EXPECT_EQ(*back, bytes.substr(250 - n, n)) << n;
+  }
+  EXPECT_EQ(Base64Encode(std::string_view("ab\0c", 4)), "YWIAYw==");
+  EXPECT_FALSE(Base64Decode("YWI").has_value()) << "not a multiple of 4";
+  EXPECT_FALSE(Base64Decode("YW*=").has_value());
+}
+
+TEST(CtlJson, ABinaryBodyIsBase64AndTextStaysText) {
+  Json binary, text;
+  AddPayload(AllBytes(), &binary);
+  EXPECT_EQ(binary["payload_encoding"], "base64");
+  EXPECT_EQ(binary["payload_bytes"], 256);
+  EXPECT_EQ(*Base64Decode(binary["payload"].get<std::string>()), AllBytes());
+  AddPayload("héllo \"wharf\"\n", &text);
+  EXPECT_EQ(text["payload_encoding"], "string");
+  EXPECT_EQ(text["payload"], "héllo \"wharf\"\n");
+  // Whatever the body, the output parses.
+  EXPECT_TRUE(Json::accept(Dump(binary)));
+  EXPECT_TRUE(Json::accept(Dump(text)));
+}
+
+TEST(CtlJson, HeaderValuesKeepTheirTypesBothWays) {
+  Headers headers{
+      {"n", int64_t{3}}, {"s", std::string("acme")}, {"b", true},
+      {"d", 1.5},        {"raw", Bytes{"\x01\xff"}}, {"latin1", std::string("caf\xe9")}};
+  Json json = HeadersJson(headers);
+  EXPECT_EQ(Dump(json, false),
+            "{\"b\":true,\"d\":1.5,\"latin1\":{\"type\":\"string\",\"base64\":\"Y2Fm6Q==\"},"
+            "\"n\":3,\"raw\":{\"type\":\"bytes\",\"base64\":\"Af8=\"},\"s\":\"acme\"}");
+  auto back = HeadersFromJson(Json::parse(Dump(json)));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, headers);
+  EXPECT_EQ(HeadersFromJson(Json::parse("{\"k\": [1]}")).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(HeadersFromJson(Json::parse("{\"k\": 18446744073709551615}")).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(CtlJson, APeekedMessageIsPublishedBackAsItWas) {
+  PeekedMessage m;
+  m.message.id = 0x0190a3c5e2f40001;
+  m.message.body = AllBytes();
+  m.message.persistent = true;
+  m.message.headers["tenant"] = std::string("acme");
+  m.message.headers["attempt"] = int64_t{2};
+  m.message.properties.content_type = "application/x-protobuf";
+  m.message.properties.priority = 5;
+  m.message.properties.expiration_ms = 60'000;
+  m.exchange = "events";
+  m.routing_key = "order.created";
+  m.position = 7;
+  m.body_bytes = 256;
+  Json doc = Json::parse(Dump(PeekedJson("orders", m, true)));
+  EXPECT_EQ(doc["message_id"], "0190a3c5e2f40001");
+  EXPECT_EQ(doc["queue"], "orders");
+  EXPECT_EQ(doc["position"], 7);
+  EXPECT_TRUE(doc["redelivered"].is_null()) << "not delivered: unknown, not false";
+  EXPECT_TRUE(doc["last_error"].is_null());
+  EXPECT_TRUE(doc["properties"]["reply_to"].is_null());
+  EXPECT_EQ(doc["properties"]["headers"]["attempt"], 2);
+
+  auto back = MessageFromJson(doc);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->body, m.message.body);
+  EXPECT_EQ(back->headers, m.message.headers);
+  EXPECT_EQ(back->properties, m.message.properties);
+  EXPECT_TRUE(back->persistent);
+
+  Json without_body = Json::parse(Dump(PeekedJson("orders", m, false)));
+  EXPECT_TRUE(without_body["payload"].is_null());
+  EXPECT_EQ(without_body["payload_bytes"], 256);
+  EXPECT_EQ(MessageFromJson(without_body).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CtlJson, ABadMessageDocumentSaysWhatIsWrong) {
+  auto bad = [](const char* text) { return MessageFromJson(Json::parse(text)).status(); };
+  EXPECT_NE(bad("{\"payload\": \"x\", \"payload_encoding\": \"hex\"}").message().find("hex"),
+            std::string::npos);
+  EXPECT_NE(
+      bad("{\"payload\": \"@@@@\", \"payload_encoding\": \"base64\"}").message().find("base64"),
+      std::string::npos);
+  EXPECT_NE(
+      bad("{\"payload\": \"x\", \"properties\": {\"priority\": 300}}").message().find("priority"),
+      std::string::npos);
+  EXPECT_NE(bad("{\"payload\": \"x\", \"persistent\": \"yes\"}").message().find("persistent"),
+            std::string::npos);
+  EXPECT_TRUE(MessageFromJson(Json::parse("{\"payload\": \"x\"}")).ok());
+}
+
+TEST(CtlJson, UnknownValuesAreNullNotSentinels) {
+  QueueInfo q;
+  q.name = "orders";
+  Json doc = QueueJson(q);
+  EXPECT_TRUE(doc["oldest_ready_age_ms"].is_null());
+  EXPECT_TRUE(doc["next_delayed_at_ms"].is_null());
+  EXPECT_TRUE(doc["dead_letter_target"].is_null());
+  q.head_published_at_ms = 1;
+  EXPECT_TRUE(QueueJson(q)["oldest_ready_age_ms"].is_number_integer());
+  RedriveInfo r;
+  r.spec.queue = "orders.dlq";
+  Json redrive = RedriveJson(r);
+  EXPECT_TRUE(redrive["to"].is_null());
+  EXPECT_TRUE(redrive["finished_at_ms"].is_null());
+  EXPECT_TRUE(redrive["limit"].is_null());
+}
+
+}  // namespace
+}  // namespace wharf::ctl
