@@ -41,7 +41,7 @@ bench: build
 	@ls build/bench
 
 format:
-	find src include tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	find src include tests bench \( -name "*.h" -o -name "*.cc" \) -print0 | xargs -0 clang-format -i
 
 clean:
 	rm -rf build build-asan

@@ -1,60 +1,25 @@
 // wharf-perf: see perf.h and docs/benchmarks.md. Exit codes: 0 run completed, 1 the run hit
 // errors or the broker went away (the summary is printed either way), 2 bad usage.
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli/validators.h"
 #include "perf/perf.h"
 #include "wharf/types.h"
+#include "wharf/version.h"
 
 namespace {
 
 using wharf::perf::Options;
 using wharf::perf::Run;
 
-constexpr const char* kUsage =
-    R"(usage: wharf-perf [options]   (a run needs --count and/or --duration)
-
-  --driver native|amqp     native: the Wharf protocol (default); amqp: AMQP 0-9-1 (rabbitmq-c)
-  --server HOST:PORT       native broker (default 127.0.0.1:5680)
-  --uri amqp://U:P@H:PORT/VHOST   amqp broker (default amqp://guest:guest@127.0.0.1:5672/)
-  --user U --password P    credentials (default guest/guest, the loopback user)
-  --queue NAME             queue name (default perf; with --queues N: NAME-0..NAME-N-1)
-  --queues N               number of queues (default 1)
-  --exchange-type T        publish through an exchange of type direct|fanout|topic bound to
-                           each queue (default: the default exchange, by queue name)
-  --producers N            producer connections (default 1)
-  --consumers N            consumer connections (default 1)
-  --size BYTES             body size (default 256, at least 8: the send time is stamped in it)
-  --persistent             durable queues and persistent messages (transient otherwise)
-  --confirm WINDOW         publisher confirms, at most WINDOW unconfirmed per producer
-  --prefetch N             consumer prefetch (default 100)
-  --ack-every N            ack every Nth delivery with multiple=true (default 1: each)
-  --rate R                 total publish rate in msgs/s (default: flat out)
-  --count N                total messages to publish
-  --duration S             run for S seconds
-  --delay MS               publish every message delayed by MS (native only) and report how
-                           late each was delivered (delivery time minus due time)
-  --delete                 delete the queues (and exchange) at the end
-  --json                   print the summary as one JSON object (last line)
-)";
-
 volatile std::sig_atomic_t g_interrupted = 0;
-
-bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = text.substr(0, colon);
-  try {
-    *port = static_cast<uint16_t>(std::stoi(text.substr(colon + 1)));
-  } catch (...) {
-    return false;
-  }
-  return !host->empty();
-}
 
 // amqp://user:pass@host:port/vhost (vhost "%2f" or empty means "/").
 bool ParseUri(const std::string& uri, Options* o) {
@@ -74,12 +39,91 @@ bool ParseUri(const std::string& uri, Options* o) {
   std::string vhost = slash == std::string::npos ? "" : rest.substr(slash + 1);
   o->vhost = vhost.empty() || vhost == "%2f" || vhost == "%2F" ? "/" : vhost;
   if (hostport.find(':') == std::string::npos) hostport += ":5672";
-  return ParseHostPort(hostport, &o->host, &o->port);
+  return wharf::cli::ParseHostPort(hostport, &o->host, &o->port);
 }
 
 int Usage(const std::string& message) {
-  std::fprintf(stderr, "wharf-perf: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "wharf-perf: %s\nRun 'wharf-perf --help' for usage.\n", message.c_str());
   return 2;
+}
+
+// The command line into `o` (CLI11); an exit code when the program should stop there.
+std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* server_given,
+                                    bool* uri_given) {
+  using wharf::cli::HostPort;
+  using wharf::cli::Unsigned;
+  CLI::App app("wharf-perf " WHARF_VERSION
+               ": a load generator for Wharf (native protocol) and AMQP 0-9-1 brokers; a run "
+               "needs --count and/or --duration",
+               "wharf-perf");
+  app.set_version_flag("--version", "wharf-perf " WHARF_VERSION);
+  app.get_formatter()->column_width(36);
+  app.footer(
+      "Exit codes: 0 run completed, 1 the run hit errors or the broker went away (the "
+      "summary is printed either way), 2 bad usage. See docs/benchmarks.md.");
+  std::string server;
+  app.add_option("--driver", o->driver, "native: the Wharf protocol; amqp: AMQP 0-9-1 (rabbitmq-c)")
+      ->check(CLI::IsMember({"native", "amqp"}))
+      ->capture_default_str();
+  CLI::Option* server_opt =
+      app.add_option("--server", server, "native broker (default 127.0.0.1:5680)")
+          ->check(HostPort());
+  CLI::Option* uri_opt =
+      app.add_option("--uri", o->uri, "amqp broker (default amqp://guest:guest@127.0.0.1:5672/)");
+  server_opt->excludes(uri_opt);
+  app.add_option("--user", o->user, "user (default guest, the loopback user)");
+  app.add_option("--password", o->password, "password (default guest)");
+  app.add_option("--queue", o->queue, "queue name (with --queues N: NAME-0..NAME-N-1)")
+      ->capture_default_str();
+  app.add_option("--queues", o->queues, "number of queues")
+      ->check(Unsigned(1, 100'000))
+      ->capture_default_str();
+  app.add_option("--exchange-type", o->exchange_type,
+                 "publish through an exchange of this type bound to each queue (default: the "
+                 "default exchange, by queue name)")
+      ->check(CLI::IsMember({"direct", "fanout", "topic"}));
+  app.add_option("--producers", o->producers, "producer connections")
+      ->check(Unsigned(0, 10'000))
+      ->capture_default_str();
+  app.add_option("--consumers", o->consumers, "consumer connections")
+      ->check(Unsigned(0, 10'000))
+      ->capture_default_str();
+  app.add_option("--size", o->size, "body size in bytes (at least 8: the send time is in it)")
+      ->check(Unsigned(8, 512u << 20))
+      ->capture_default_str();
+  app.add_flag("--persistent", o->persistent, "durable queues and persistent messages");
+  app.add_option("--confirm", o->confirm,
+                 "publisher confirms, at most WINDOW unconfirmed per producer")
+      ->check(Unsigned(1, 1'000'000));
+  app.add_option("--prefetch", o->prefetch, "consumer prefetch")
+      ->check(Unsigned(0, 65'535))
+      ->capture_default_str();
+  app.add_option("--ack-every", o->ack_every, "ack every Nth delivery with multiple=true")
+      ->check(Unsigned(1, 65'535))
+      ->capture_default_str();
+  app.add_option("--rate", o->rate, "total publish rate in msgs/s (default: flat out)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--count", o->count, "total messages to publish")->check(Unsigned(1, UINT64_MAX));
+  app.add_option("--duration", o->duration_s, "run for S seconds")->check(CLI::Range(0.0, 1e7));
+  app.add_option("--delay", o->delay_ms,
+                 "publish every message delayed by MS (native only) and report how late each "
+                 "was delivered")
+      ->check(Unsigned(0, uint64_t{1} << 62));
+  app.add_flag("--delete", o->delete_queues, "delete the queues (and exchange) at the end");
+  app.add_flag("--json", o->json, "print the summary as one JSON object (last line)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Usage(e.what());
+  }
+  *server_given = server_opt->count() > 0;
+  *uri_given = uri_opt->count() > 0;
+  if (*server_given) wharf::cli::ParseHostPort(server, &o->host, &o->port);
+  return std::nullopt;
 }
 
 double Rate(uint64_t n, double seconds) {
@@ -91,79 +135,13 @@ double Rate(uint64_t n, double seconds) {
 int main(int argc, char** argv) {
   Options o;
   bool server_given = false, uri_given = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--help" || a == "-h") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (a == "--driver") {
-        o.driver = value();
-      } else if (a == "--server") {
-        if (!ParseHostPort(value(), &o.host, &o.port)) return Usage("--server needs HOST:PORT");
-        server_given = true;
-      } else if (a == "--uri") {
-        o.uri = value();
-        uri_given = true;
-      } else if (a == "--user") {
-        o.user = value();
-      } else if (a == "--password") {
-        o.password = value();
-      } else if (a == "--queue") {
-        o.queue = value();
-      } else if (a == "--queues") {
-        o.queues = std::stoi(value());
-      } else if (a == "--exchange-type") {
-        o.exchange_type = value();
-      } else if (a == "--producers") {
-        o.producers = std::stoi(value());
-      } else if (a == "--consumers") {
-        o.consumers = std::stoi(value());
-      } else if (a == "--size") {
-        o.size = std::stoul(value());
-      } else if (a == "--persistent") {
-        o.persistent = true;
-      } else if (a == "--confirm") {
-        o.confirm = static_cast<uint32_t>(std::stoul(value()));
-      } else if (a == "--prefetch") {
-        o.prefetch = static_cast<uint32_t>(std::stoul(value()));
-      } else if (a == "--ack-every") {
-        o.ack_every = static_cast<uint32_t>(std::stoul(value()));
-      } else if (a == "--rate") {
-        o.rate = std::stod(value());
-      } else if (a == "--count") {
-        o.count = std::stoull(value());
-      } else if (a == "--duration") {
-        o.duration_s = std::stod(value());
-      } else if (a == "--delay") {
-        o.delay_ms = std::stoull(value());
-      } else if (a == "--delete") {
-        o.delete_queues = true;
-      } else if (a == "--json") {
-        o.json = true;
-      } else {
-        return Usage("unknown option '" + a + "'");
-      }
-    } catch (const std::exception& e) {
-      return Usage(std::string("bad value: ") + e.what());
-    }
-  }
-  if (o.driver != "native" && o.driver != "amqp") return Usage("--driver is native or amqp");
+  if (auto rc = ParseCommandLine(argc, argv, &o, &server_given, &uri_given)) return *rc;
   if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
   if (o.count == 0 && o.duration_s <= 0) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
-  if (o.producers < 0 || o.consumers < 0 || o.queues < 1) return Usage("bad connection counts");
   if (o.prefetch > 0 && o.ack_every > o.prefetch) {
     return Usage("--ack-every larger than --prefetch would stall the consumers");
-  }
-  if (!o.exchange_type.empty() && o.exchange_type != "direct" && o.exchange_type != "fanout" &&
-      o.exchange_type != "topic") {
-    return Usage("--exchange-type is direct, fanout or topic");
   }
   if (o.driver == "amqp") {
     if (server_given) return Usage("--server is for the native driver; use --uri");

@@ -17,9 +17,15 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/validators.h"
 #include "wharf/client.h"
 
 namespace wharf::ctl {
+
+using cli::HostPort;
+using cli::Integer;
+using cli::ParseHostPort;
+using cli::Unsigned;
 
 // Exit codes (wharfctl --help says them too).
 inline constexpr int kExitOk = 0;
@@ -61,15 +67,6 @@ void AddRedriveCommands(CLI::App& app, Commands& commands);
 void AddUserCommands(CLI::App& app, Commands& commands);
 
 // --- Values on the command line (ctl/values.cc) ---------------------------------------------
-
-// A decimal integer from min to max (no sign unless min < 0, no octal or hex, no wrap-around):
-// CLI11's own conversion takes "-5" for 2^64-5 and "010" for 8. Rewrites the text to the
-// canonical decimal it checked.
-CLI::Validator Integer(int64_t min, int64_t max);
-CLI::Validator Unsigned(uint64_t min, uint64_t max);
-// HOST:PORT, [IPv6]:PORT; port 1-65535.
-CLI::Validator HostPort();
-bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);
 
 // K=V for --header and --arg: V is an integer if it is one, true/false a boolean, a number
 // with a fraction a double, otherwise a string; "K:string=V" (or :int, :double, :bool) says

@@ -471,9 +471,12 @@ TEST_F(RocksDbStoreTest, AFailedPurgeStepIsTriedAgainNotSkipped) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
 
   // The first step's write fails (the group before it writes nothing, so it is the step).
+  // The empty commit only wakes the writer: if the step ran first (a busy machine), the store
+  // refuses it with the step's error, which is as good.
   faults->disk_full = true;
   faults->reclaim_steps = 1;
-  ASSERT_TRUE(CommitSync(StoreBatch(), /*sync=*/false).ok());
+  const Status wake = CommitSync(StoreBatch(), /*sync=*/false);
+  EXPECT_TRUE(wake.ok() || wake.code() == StatusCode::kStoreFull) << wake.ToString();
   for (int i = 0; i < 100 && faults->reclaim_steps != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
