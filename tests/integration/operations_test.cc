@@ -106,7 +106,7 @@ TEST(Operations, TheSystemdUnitIsValid) {
   ASSERT_NE(unit.find("ExecReload=/bin/kill -HUP $MAINPID"), std::string::npos);
   ASSERT_NE(unit.find("KillSignal=SIGTERM"), std::string::npos);
   // Checked as installed: with the binary this build made.
-  const std::string installed = "ExecStart=/usr/local/bin/wharfd";
+  const std::string installed = "ExecStart=/usr/sbin/wharfd";
   const size_t at = unit.find(installed);
   ASSERT_NE(at, std::string::npos);
   unit.replace(at, installed.size(), std::string("ExecStart=") + WHARFD_PATH_FOR_TESTS);

@@ -711,10 +711,15 @@ TEST_F(RocksDbStoreTest, ManyCommitsShareSyncs) {
 
 TEST_F(RocksDbStoreTest, CloseWritesEverythingQueued) {
   Open();
+  // The queue is declared in its own commit, as the broker does. (Declaring it in the first
+  // publish's batch, an `if (i == 1)` Add in the loop, made GCC 12's Release build report a
+  // false -Wstringop-overflow in the inlined vector growth of that iteration.)
+  StoreBatch declare;
+  declare.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  ASSERT_TRUE(CommitSync(std::move(declare)).ok());
   int done = 0;
   for (uint64_t i = 1; i <= 100; ++i) {
     StoreBatch batch;
-    if (i == 1) batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
     batch.Add(StoreBatch::PutMessage{MakeEnvelope(i, "m"), 1});
     batch.Add(StoreBatch::PutEntry{EntryRef{1, i, i, 0, 0}});
     store_->Commit(std::move(batch), false, [&](Status s) {
