@@ -9,6 +9,7 @@
 #include <future>
 
 #include "server/metrics.h"
+#include "server/process_stats.h"
 #include "server/session.h"
 
 namespace wharf::server {
@@ -120,13 +121,6 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
 namespace {
 
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
 std::optional<uint64_t> FreeDiskBytes(const std::string& path) {
   struct statvfs fs {};
   if (statvfs(path.c_str(), &fs) != 0) return std::nullopt;
@@ -211,7 +205,8 @@ std::optional<std::string> Server::CollectMetrics() {
   if (!metrics) return std::nullopt;
   metrics->publishing_blocked = flow_.blocked();
   store::StoreCounters counters = store_->counters();
-  return RenderMetrics(*metrics, &counters, clock_.WallMillis());
+  ProcessStats process = ReadProcessStats();
+  return RenderMetrics(*metrics, &counters, clock_.WallMillis(), &process);
 }
 
 std::string Server::HealthProblem() {
