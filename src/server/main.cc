@@ -12,6 +12,7 @@
 #include <string>
 
 #include "server/log_file.h"
+#include "server/log_format.h"
 #include "server/options.h"
 #include "server/server.h"
 #include "wharf/version.h"
@@ -25,6 +26,7 @@ constexpr const char* kUsage = R"(usage: wharfd [options]
   --data-dir DIR      where the broker keeps its data (default ./data)
   --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
   --log-file FILE     log to FILE (rotated by size, [log] in the config) instead of stderr
+  --log-format FORMAT text (default; UTC timestamps) or json (one object per line)
   --metrics-listen HOST:PORT
                       serve Prometheus /metrics and /healthz over HTTP there (off by default;
                       port 0 picks a free one)
@@ -38,7 +40,11 @@ Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads th
 file's users.
 )";
 
-constexpr const char* kLogPattern = "%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v";
+// Every sink's format (server/log_format.h): the journal's when stderr is the journal.
+void SetLogFormat(wharf::server::LogFormat format, bool to_stderr) {
+  bool journal = to_stderr && wharf::server::StderrIsJournal();
+  spdlog::set_formatter(wharf::server::MakeLogFormatter(format, journal));
+}
 
 int Fail(const std::string& message, int code) {
   spdlog::critical("{}", message);
@@ -77,7 +83,8 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
 int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
-  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file;
+  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
+      log_format;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string* out) {
@@ -106,6 +113,8 @@ int Run(int argc, char** argv) {
       ok = value(&metrics_listen);
     } else if (arg == "--log-file") {
       ok = value(&log_file);
+    } else if (arg == "--log-format") {
+      ok = value(&log_format);
     } else {
       std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
       return 2;
@@ -132,6 +141,7 @@ int Run(int argc, char** argv) {
   if (!log_level.empty()) options.log_level = log_level;
   if (!ready_file.empty()) options.ready_file = ready_file;
   if (!log_file.empty()) options.log_file = log_file;
+  if (!log_format.empty()) options.log_format = log_format;
   wharf::Status valid = wharf::server::ValidateOptions(options);
   if (!valid.ok()) return Fail(valid.ToString(), 2);
   std::shared_ptr<wharf::server::RotatingLogFile> log_sink;
@@ -144,10 +154,10 @@ int Run(int argc, char** argv) {
     }
     auto logger = std::make_shared<spdlog::logger>("wharfd", log_sink);
     spdlog::set_default_logger(logger);
-    spdlog::set_pattern(kLogPattern);
     spdlog::flush_every(std::chrono::seconds(1));
     spdlog::flush_on(spdlog::level::warn);
   }
+  SetLogFormat(*wharf::server::ParseLogFormat(options.log_format), options.log_file.empty());
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   // Each connection is a file descriptor: raise the soft limit as far as allowed, and say so
@@ -208,7 +218,7 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("wharfd"));
-  spdlog::set_pattern(kLogPattern);
+  SetLogFormat(wharf::server::LogFormat::kText, /*to_stderr=*/true);
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {
