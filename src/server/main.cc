@@ -4,12 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <asio.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "server/log_file.h"
 #include "server/log_format.h"
@@ -19,26 +21,23 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: wharfd [options]
-
-  --config FILE       TOML config file (see config/wharfd.toml); built-in defaults without it
-  --listen HOST:PORT  address to listen on (default 127.0.0.1:5680; port 0 picks a free one)
-  --data-dir DIR      where the broker keeps its data (default ./data)
-  --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
-  --log-file FILE     log to FILE (rotated by size, [log] in the config) instead of stderr
-  --log-format FORMAT text (default; UTC timestamps) or json (one object per line)
-  --metrics-listen HOST:PORT
-                      serve Prometheus /metrics and /healthz over HTTP there (off by default;
-                      port 0 picks a free one)
-  --ready-file FILE   write "host:port" to FILE once listening (and "metrics host:port" on a
-                      second line when metrics are on)
-  --version           print the version and exit
-  --help              print this help and exit
-
-Flags override the config file. Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage.
+constexpr const char* kFooter = R"(
+Flags override the config file; --opt VALUE and --opt=VALUE both work. Exit codes: 0 clean
+stop, 1 start-up failure, 2 bad usage (an unknown option, a missing or bad value).
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
-file's users.
-)";
+file's users.)";
+
+// A --listen / --metrics-listen value: "host:port" with a port 0-65535.
+CLI::Validator HostPortCheck() {
+  return CLI::Validator(
+      [](std::string& text) {
+        std::string host;
+        uint16_t port = 0;
+        wharf::Status s = wharf::server::ParseHostPort(text, &host, &port);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
 
 // Every sink's format (server/log_format.h): the journal's when stderr is the journal.
 void SetLogFormat(wharf::server::LogFormat format, bool to_stderr) {
@@ -85,44 +84,49 @@ int Run(int argc, char** argv) {
   ServerOptions options;
   std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
       log_format;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    bool ok = true;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--version") {
-      std::puts("wharfd " WHARF_VERSION);
-      return 0;
-    } else if (arg == "--config") {
-      ok = value(&config_path);
-    } else if (arg == "--listen") {
-      ok = value(&listen);
-    } else if (arg == "--data-dir") {
-      ok = value(&data_dir);
-    } else if (arg == "--log-level") {
-      ok = value(&log_level);
-    } else if (arg == "--ready-file") {
-      ok = value(&ready_file);
-    } else if (arg == "--metrics-listen") {
-      ok = value(&metrics_listen);
-    } else if (arg == "--log-file") {
-      ok = value(&log_file);
-    } else if (arg == "--log-format") {
-      ok = value(&log_format);
-    } else {
-      std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "wharfd: option '%s' needs a value\n", arg.c_str());
-      return 2;
-    }
+  CLI::App app("wharfd: the Wharf message broker daemon", "wharfd");
+  app.set_version_flag("--version", "wharfd " WHARF_VERSION, "Print the version and exit");
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.footer(kFooter);
+  // A flag given twice: the last one counts (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--config", config_path,
+                 "TOML config file (see config/wharfd.toml); built-in defaults without it")
+      ->type_name("FILE");
+  app.add_option("--listen", listen,
+                 "Address to listen on (default 127.0.0.1:5680; port 0 picks a free one)")
+      ->type_name("HOST:PORT")
+      ->check(HostPortCheck());
+  app.add_option("--data-dir", data_dir, "Where the broker keeps its data (default ./data)")
+      ->type_name("DIR");
+  app.add_option("--log-level", log_level, "Log level (default info)")
+      ->type_name("LEVEL")
+      ->check(CLI::IsMember(wharf::server::LogLevelNames()));
+  app.add_option("--log-file", log_file,
+                 "Log to FILE (rotated by size, [log] in the config) instead of stderr")
+      ->type_name("FILE");
+  app.add_option("--log-format", log_format,
+                 "text (default; UTC timestamps) or json (one object per line)")
+      ->type_name("FORMAT")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus /metrics and /healthz over HTTP there (off by default; port 0 "
+                 "picks a free one)")
+      ->type_name("HOST:PORT")
+      ->check(HostPortCheck());
+  app.add_option("--ready-file", ready_file,
+                 "Write \"host:port\" to FILE once listening (and \"metrics host:port\" on a "
+                 "second line when metrics are on)")
+      ->type_name("FILE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    std::puts(e.what());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: printed to stdout
+    std::fprintf(stderr, "wharfd: %s\nRun 'wharfd --help' for the options.\n", e.what());
+    return 2;
   }
 
   if (!config_path.empty()) {
