@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 
 #include <CLI/CLI.hpp>
 #include <asio.hpp>
@@ -25,7 +26,8 @@ constexpr const char* kFooter = R"(
 Flags override the config file; --opt VALUE and --opt=VALUE both work. Exit codes: 0 clean
 stop, 1 start-up failure, 2 bad usage (an unknown option, a missing or bad value).
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
-file's users.)";
+file's users. Under systemd (Type=notify), READY=1 is sent once the store is recovered and
+the listeners accept, STOPPING=1 when a stop begins.)";
 
 // A --listen / --metrics-listen value: "host:port" with a port 0-65535.
 CLI::Validator HostPortCheck() {
@@ -184,6 +186,7 @@ int Run(int argc, char** argv) {
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) return Fail("cannot create data_dir '" + options.data_dir + "': " + ec.message(), 1);
 
+  sd_notify(0, "STATUS=recovering the message store");
   auto server = wharf::server::Server::Start(options);
   if (!server.ok()) return Fail(server.status().ToString(), 1);
 
@@ -199,6 +202,15 @@ int Run(int argc, char** argv) {
     std::filesystem::rename(tmp, options.ready_file, ec);
     if (ec) return Fail("cannot write ready file: " + ec.message(), 1);
   }
+  // The store is recovered and the listeners accept (Server::Start returned): systemd may
+  // start what depends on wharfd. A no-op when NOTIFY_SOCKET is unset.
+  std::string status =
+      "listening on " + options.listen_host + ":" + std::to_string((*server)->port());
+  if (options.metrics_enabled) {
+    status +=
+        ", metrics on " + options.metrics_host + ":" + std::to_string((*server)->metrics_port());
+  }
+  sd_notify(0, ("READY=1\nSTATUS=" + status).c_str());
 
   asio::io_context signals_context(1);
   asio::signal_set signals(signals_context, SIGINT, SIGTERM, SIGHUP);
@@ -207,6 +219,7 @@ int Run(int argc, char** argv) {
     if (error) return;
     if (signal != SIGHUP) {
       spdlog::info("received {}, shutting down", strsignal(signal));
+      sd_notify(0, "STOPPING=1\nSTATUS=stopping: closing connections");
       return;  // run() returns: nothing else waits
     }
     Reload(config_path, log_sink.get(), **server);
