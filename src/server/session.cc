@@ -504,8 +504,8 @@ void Session::CloseSocket(std::string_view reason) {
       self->context_->after_broker_work();
     });
   }
-  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_),
-               LogSafe(reason, kLogSafeStatusBytes));
+  // `reason` is the broker's own text, never a client's.
+  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_), reason);
   context_->on_session_closed(id_);
 }
 
