@@ -471,9 +471,11 @@ TEST_F(RocksDbStoreTest, AFailedPurgeStepIsTriedAgainNotSkipped) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
 
   // The first step's write fails (the group before it writes nothing, so it is the step).
+  // The empty commit only wakes the writer: the step may run before it, and then the commit
+  // is refused by the step's write error, so its status is not the point here.
   faults->disk_full = true;
   faults->reclaim_steps = 1;
-  ASSERT_TRUE(CommitSync(StoreBatch(), /*sync=*/false).ok());
+  (void)CommitSync(StoreBatch(), /*sync=*/false);
   for (int i = 0; i < 100 && faults->reclaim_steps != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
