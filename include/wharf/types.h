@@ -35,8 +35,13 @@ struct QueueSpec {
   bool durable = true;
   bool exclusive = false;    // owned by the declaring connection, deleted when it closes
   bool auto_delete = false;  // deleted when its last consumer is cancelled
-  Headers arguments;         // none are recognised yet; unknown keys are refused
-  bool passive = false;      // only check that it exists
+  // Recognised (docs/lifecycle.md; an unknown key is refused with INVALID_ARGUMENT):
+  // x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, x-max-attempts,
+  // x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, x-max-length,
+  // x-max-length-bytes, x-overflow (drop-head | reject-publish | reject-publish-dlx),
+  // x-message-ttl.
+  Headers arguments;
+  bool passive = false;  // only check that it exists
 };
 
 // A binding from `exchange` (the source) to a queue, or to another exchange when

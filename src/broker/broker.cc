@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/log_safe.h"
+
 namespace wharf::broker {
 namespace {
 
@@ -30,7 +32,7 @@ uint64_t ApproximateWireSize(const Message& m) {
 
 }  // namespace
 
-std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string Quote(std::string_view name) { return "'" + CutForDisplay(name) + "'"; }
 
 Status ValidateName(std::string_view kind, std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) {
@@ -257,7 +259,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       }
     }
     spdlog::debug("conn={} message={} refused by full queue(s) {}", session_id,
-                  envelope->message.id, names);
+                  envelope->message.id, LogSafe(names));
     return Status(StatusCode::kQueueFull,
                   "queue " + names +
                       " is full (x-max-length / x-max-length-bytes with x-overflow " +

@@ -453,7 +453,8 @@ class Broker {
 Status ValidateName(std::string_view kind, std::string_view name);
 // Routing keys (of a publish or a binding) are at most this long.
 inline constexpr size_t kMaxRoutingKeyBytes = 255;
-// 'name', as error messages show names.
+// 'name', as error messages show names; cut after 256 bytes (common/log_safe.h), so that an
+// error never echoes a megabyte name back.
 std::string Quote(std::string_view name);
 
 }  // namespace wharf::broker

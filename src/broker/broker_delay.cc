@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "broker/broker.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 namespace {
@@ -196,8 +197,8 @@ void Broker::OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generati
   if (!queue || queue->deleted || queue->delayed().generation() != generation) return;
   DelayTimeline& timeline = queue->delayed();
   if (!loaded.ok()) {
-    spdlog::error("queue={} cannot load delayed messages (retrying in 1 s): {}", queue->name(),
-                  loaded.status().ToString());
+    spdlog::error("queue={} cannot load delayed messages (retrying in 1 s): {}",
+                  LogSafe(queue->name()), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
     timeline.AbortLoad();
     load_retries_.push_back(queue);
     if (!load_retry_at_) load_retry_at_ = clock_->Now() + std::chrono::seconds(1);
@@ -226,7 +227,7 @@ void Broker::OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generati
     spdlog::info(
         "queue={} dropped {} delayed messages on load (non-persistent from before the "
         "restart, or without a body)",
-        queue->name(), dropped);
+        LogSafe(queue->name()), dropped);
   }
   UpdateDelayHead(queue);
 }
@@ -278,7 +279,8 @@ bool Broker::CancelInRam(const std::shared_ptr<Queue>& queue, uint64_t message_i
         key.due_ms, /*release=*/true});
     *sync = message.envelope->message.persistent;
   }
-  spdlog::debug("queue={} message={} delayed message cancelled", queue->name(), message_id);
+  spdlog::debug("queue={} message={} delayed message cancelled", LogSafe(queue->name()),
+                message_id);
   UpdateDelayHead(queue);
   return true;
 }
@@ -306,7 +308,7 @@ void Broker::OnDelayedFound(uint64_t session_id, uint64_t request_id,
     Persist(store::StoreBatch::RemoveDelayed{
         store::EntryRef{queue->store_id(), 0, message_id, 0, (*found)->flags}, key.due_ms,
         /*release=*/true});
-    spdlog::debug("queue={} message={} delayed message cancelled (on disk)", queue->name(),
+    spdlog::debug("queue={} message={} delayed message cancelled (on disk)", LogSafe(queue->name()),
                   message_id);
     UpdateDelayHead(queue);
     FinishCancel(session_id, request_id, true, !((*found)->flags & store::kEntryTransient), true);

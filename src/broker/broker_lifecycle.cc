@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "broker/broker.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 namespace {
@@ -188,7 +189,7 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     // The timeline lives on disk, which cannot be written now: back at once rather than a
     // message held nowhere.
     spdlog::warn("queue={} message={} requeued at once, not delayed: the store cannot write",
-                 queue.name(), message.envelope->message.id);
+                 LogSafe(queue.name()), message.envelope->message.id);
     action = Settle::kRequeue;
   }
   switch (action) {
@@ -241,7 +242,7 @@ void Broker::ExpireLeases() {
     session->RememberExpired(lease.delivery_tag);
     ++expired;
     spdlog::debug("conn={} queue={} message={} tag={} lease of {} ms expired", lease.session_id,
-                  in_flight.queue->name(), in_flight.message.envelope->message.id,
+                  LogSafe(in_flight.queue->name()), in_flight.message.envelope->message.id,
                   lease.delivery_tag, in_flight.lease_ms);
     std::string error = "lease of " + std::to_string(in_flight.lease_ms) + " ms expired";
     SettleOptions options;
@@ -266,8 +267,8 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   // so the move is atomic on disk: never in both queues, never in neither.
   Unstore(*source, message);
   if (!policy.has_dead_letter_target()) {
-    spdlog::debug("queue={} message={} dropped ({}; no dead-letter target)", source->name(), id,
-                  reason);
+    spdlog::debug("queue={} message={} dropped ({}; no dead-letter target)",
+                  LogSafe(source->name()), id, LogSafe(reason));
     return;
   }
   auto envelope = std::make_shared<Envelope>(*message.envelope);
@@ -299,7 +300,7 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   std::erase(targets, source.get());
   if (targets.empty()) {
     spdlog::warn("queue={} message={} dead-lettered ({}) but {} takes nothing: dropped",
-                 source->name(), id, reason, target_name);
+                 LogSafe(source->name()), id, LogSafe(reason), LogSafe(target_name));
     return;
   }
   for (Queue* target : targets) {
@@ -309,14 +310,14 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
     if (target->policy().overflow != QueuePolicy::Overflow::kDropHead &&
         WouldOverflow(*target, envelope->message.body.size())) {
       spdlog::warn("queue={} message={} dead-lettered ({}) but queue={} is full: dropped",
-                   source->name(), id, reason, target->name());
+                   LogSafe(source->name()), id, LogSafe(reason), LogSafe(target->name()));
       continue;
     }
     // A new life in the target: its own receive count and failures; the death record keeps
     // the old ones.
     EnqueueMoved(*target, envelope);
-    spdlog::debug("queue={} message={} dead-lettered ({}) to queue={}", source->name(), id, reason,
-                  target->name());
+    spdlog::debug("queue={} message={} dead-lettered ({}) to queue={}", LogSafe(source->name()), id,
+                  LogSafe(reason), LogSafe(target->name()));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "broker/broker.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 namespace {
@@ -85,9 +86,10 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
   WHARF_RETURN_IF_ERROR(TopologyWritable(task.persisted()));
   RedriveTask& slot = redrives_.insert_or_assign(info.spec.queue, std::move(task)).first->second;
   const RedriveSpec& s = slot.info().spec;
-  spdlog::info("queue={} redrive{} started: to={} reason={} limit={} rate={}/s; {} ready", s.queue,
-               s.dry_run ? " (dry run)" : "", s.to.empty() ? "(where each died)" : s.to,
-               s.reason.empty() ? "(any)" : s.reason, s.limit, s.rate, slot.info().total);
+  spdlog::info(
+      "queue={} redrive{} started: to={} reason={} limit={} rate={}/s; {} ready", LogSafe(s.queue),
+      s.dry_run ? " (dry run)" : "", s.to.empty() ? "(where each died)" : EscapeForLog(s.to),
+      s.reason.empty() ? "(any)" : EscapeForLog(s.reason), s.limit, s.rate, slot.info().total);
   if (slot.persisted()) Persist(store::StoreBatch::PutRedrive{slot.stored});
   // It moves nothing before its record is on disk; if that write fails, it never started.
   slot.confirmed = !slot.persisted() || !store_;
@@ -356,8 +358,8 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
     Unstore(queue, taken);
     // Counters start over in the target (EnqueueMoved); the death records stay.
     EnqueueMoved(target, envelope);
-    spdlog::debug("queue={} message={} redriven to queue={}", queue.name(), envelope->message.id,
-                  name);
+    spdlog::debug("queue={} message={} redriven to queue={}", LogSafe(queue.name()),
+                  envelope->message.id, LogSafe(name));
   }
   ++info.moved;
   task.CountTarget(name);
@@ -398,8 +400,8 @@ void Broker::OnRedriveRead(const std::string& queue_name, uint64_t serial, uint6
   if (!task.running() || !queue || queue->deleted) return;
   const SteadyTime now = clock_->Now();
   if (!loaded.ok()) {
-    spdlog::error("queue={} redrive cannot read the queue (retrying in 1 s): {}", queue_name,
-                  loaded.status().ToString());
+    spdlog::error("queue={} redrive cannot read the queue (retrying in 1 s): {}",
+                  LogSafe(queue_name), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
     task.next_step_at = now + kStoreWait;
     return;
   }
@@ -424,9 +426,10 @@ void Broker::FinishRedrive(RedriveTask& task, RedriveInfo::State state, std::str
   spdlog::info(
       "queue={} redrive{} {}{}{}: {} {}, left {} not matching, {} without a target queue, {} "
       "for full targets",
-      info.spec.queue, info.spec.dry_run ? " (dry run)" : "", RedriveStateName(state),
-      info.detail.empty() ? "" : ", ", info.detail, info.spec.dry_run ? "would move" : "moved",
-      info.moved, info.skipped_not_matching, info.skipped_no_target, info.skipped_target_full);
+      LogSafe(info.spec.queue), info.spec.dry_run ? " (dry run)" : "", RedriveStateName(state),
+      info.detail.empty() ? "" : ", ", LogSafe(info.detail, kLogSafeStatusBytes),
+      info.spec.dry_run ? "would move" : "moved", info.moved, info.skipped_not_matching,
+      info.skipped_no_target, info.skipped_target_full);
 }
 
 }  // namespace wharf::broker

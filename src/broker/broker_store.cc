@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "broker/broker.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 
@@ -29,8 +30,9 @@ Status Broker::Recover(const store::RecoveredState& state) {
     auto policy = ParseQueuePolicy(stored.spec.arguments);
     if (!policy.ok()) {
       // Written by a build that knew other arguments: keep the queue with default policy.
-      spdlog::warn("recovery: queue={} arguments: {}; using the defaults", stored.spec.name,
-                   policy.status().ToString());
+      spdlog::warn("recovery: queue={} arguments: {}; using the defaults",
+                   LogSafe(stored.spec.name),
+                   LogSafe(policy.status().ToString(), kLogSafeStatusBytes));
       policy = QueuePolicy{};
     }
     auto queue =
@@ -56,8 +58,9 @@ Status Broker::Recover(const store::RecoveredState& state) {
     Status s = Bind(0, binding);
     if (!s.ok()) {
       ++skipped;
-      spdlog::warn("recovery: skipped binding {} -> {}{} ('{}'): {}", binding.exchange,
-                   binding.queue, binding.destination_exchange, binding.routing_key, s.ToString());
+      spdlog::warn("recovery: skipped binding {} -> {}{} ({}): {}", LogSafe(binding.exchange),
+                   LogSafe(binding.queue), LogSafe(binding.destination_exchange),
+                   LogSafe(binding.routing_key), LogSafe(s.ToString(), kLogSafeStatusBytes));
     }
   }
   for (const store::StoredRedrive& stored : state.redrives) {
@@ -73,7 +76,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
     // Messages dead-lettered from now on come after the walk's end, as they did before.
     if (stored.end_seq > 0) queue->EnsureNextSeqAbove(stored.end_seq - 1);
     spdlog::info("recovery: queue={} resumes its redrive: {} moved and {} left behind so far",
-                 queue->name(), task.info().moved, task.examined() - task.info().moved);
+                 LogSafe(queue->name()), task.info().moved, task.examined() - task.info().moved);
   }
   for (const store::StoredPurge& purge : state.purges) {
     std::shared_ptr<Queue> queue = FindQueueByStoreId(purge.queue_id);
@@ -81,7 +84,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
     queue->purge_reclaiming += purge.messages - std::min(purge.messages, purge.removed);
     ++queue->purge_ranges;
     spdlog::info("recovery: queue={} resumes removing a purge from the disk ({} removed so far)",
-                 queue->name(), purge.removed);
+                 LogSafe(queue->name()), purge.removed);
   }
   if (store_) {
     store_->SetReclaimCallback([this](uint64_t queue_id, uint64_t removed, bool finished) {
@@ -184,7 +187,7 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
   } else if (status.code() != StatusCode::kShuttingDown) {
     if (store_error_.ok()) {
       spdlog::error("store: commit failed, {} publishes not confirmed: {}", confirms.size(),
-                    status.ToString());
+                    LogSafe(status.ToString(), kLogSafeStatusBytes));
     }
     store_error_ = status;
     store_probe_at_ = clock_->Now() + options_.store_probe_interval;
@@ -221,19 +224,20 @@ void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count)
   const std::string& name = queue->name();
   if (kind == store::CountKind::kDelayed) {
     if (count == store::kCountUnknown) {
-      spdlog::warn("queue={} delayed messages could not be counted; shown as loaded", name);
+      spdlog::warn("queue={} delayed messages could not be counted; shown as loaded",
+                   LogSafe(name));
     } else if (queue->delayed().count_estimated()) {
       queue->delayed().SetRecoveredCount(count);
-      spdlog::info("queue={} counted {} delayed messages at recovery", name, count);
+      spdlog::info("queue={} counted {} delayed messages at recovery", LogSafe(name), count);
     }
     return;
   }
   if (count == store::kCountUnknown) {
     spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
-                 name);
+                 LogSafe(name));
   } else if (queue->count_estimated()) {
     queue->SetRecoveredCount(count);
-    spdlog::info("queue={} counted {} stored messages at recovery", name, count);
+    spdlog::info("queue={} counted {} stored messages at recovery", LogSafe(name), count);
   }
 }
 
@@ -244,7 +248,7 @@ void Broker::OnReclaimed(uint64_t queue_id, uint64_t removed, bool finished) {
   queue->purge_reclaiming -= std::min(queue->purge_reclaiming, removed);
   if (finished && queue->purge_ranges > 0 && --queue->purge_ranges == 0) {
     queue->purge_reclaiming = 0;  // the count was an estimate, or acks left gaps
-    spdlog::info("queue={} purge removed from the disk", queue->name());
+    spdlog::info("queue={} purge removed from the disk", LogSafe(queue->name()));
   }
 }
 
@@ -256,8 +260,8 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
   if (!queue || queue->deleted || queue->load_generation != generation) return;
   queue->loading = false;
   if (!loaded.ok()) {
-    spdlog::error("queue={} cannot load paged messages (retrying in 1 s): {}", queue->name(),
-                  loaded.status().ToString());
+    spdlog::error("queue={} cannot load paged messages (retrying in 1 s): {}",
+                  LogSafe(queue->name()), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
     load_retries_.push_back(queue);
     if (!load_retry_at_) load_retry_at_ = clock_->Now() + std::chrono::seconds(1);
     return;
@@ -288,13 +292,13 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
     spdlog::error(
         "queue={} store returned {} paged messages up to seq {}, expected {}; the "
         "queue's count is corrected",
-        queue->name(), consumed, last_seq, expected);
+        LogSafe(queue->name()), consumed, last_seq, expected);
   }
   if (dropped > 0) {
     spdlog::info(
         "queue={} dropped {} stored entries on load (non-persistent from before the "
         "restart, or without a body)",
-        queue->name(), dropped);
+        LogSafe(queue->name()), dropped);
   }
   ScheduleDispatch(queue);
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "broker/broker.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 namespace {
@@ -272,7 +273,7 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
       if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
     });
     spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
-                 queue->name(), purged.count, purged.paged);
+                 LogSafe(queue->name()), purged.count, purged.paged);
   }
   // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
   uint64_t delayed = queue->delayed().Clear();

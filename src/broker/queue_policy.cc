@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log_safe.h"
+
 namespace wharf::broker {
 namespace {
 
@@ -66,7 +68,7 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* known) { return name == known; }) == std::end(kKnown)) {
       return Status(StatusCode::kInvalidArgument,
-                    "unknown queue argument '" + name +
+                    "unknown queue argument '" + CutForDisplay(name) +
                         "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
                         "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
                         "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow, "
@@ -137,7 +139,7 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
       policy.overflow = QueuePolicy::Overflow::kRejectPublishDlx;
     } else {
       return Status(StatusCode::kInvalidArgument,
-                    "queue argument 'x-overflow' = '" + *overflow +
+                    "queue argument 'x-overflow' = '" + CutForDisplay(*overflow) +
                         "': must be drop-head, reject-publish or reject-publish-dlx");
     }
   }

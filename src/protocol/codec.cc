@@ -1,5 +1,6 @@
 #include "protocol/codec.h"
 
+#include "common/log_safe.h"
 #include "net/frame.h"
 
 namespace wharf::protocol {
@@ -54,7 +55,8 @@ Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in,
   for (const auto& [key, v] : in) {
     auto value = ValueFromWire(v);
     if (!value) {
-      return Status(StatusCode::kInvalidArgument, "header '" + key + "' has no value set");
+      return Status(StatusCode::kInvalidArgument,
+                    "header '" + CutForDisplay(key) + "' has no value set");
     }
     out->emplace(key, std::move(*value));
   }

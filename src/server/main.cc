@@ -3,42 +3,49 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 
+#include <CLI/CLI.hpp>
 #include <asio.hpp>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "server/log_file.h"
+#include "server/log_format.h"
 #include "server/options.h"
 #include "server/server.h"
 #include "wharf/version.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: wharfd [options]
-
-  --config FILE       TOML config file (see config/wharfd.toml); built-in defaults without it
-  --listen HOST:PORT  address to listen on (default 127.0.0.1:5680; port 0 picks a free one)
-  --data-dir DIR      where the broker keeps its data (default ./data)
-  --log-level LEVEL   trace, debug, info, warn, error, critical or off (default info)
-  --log-file FILE     log to FILE (rotated by size, [log] in the config) instead of stderr
-  --metrics-listen HOST:PORT
-                      serve Prometheus /metrics and /healthz over HTTP there (off by default;
-                      port 0 picks a free one)
-  --ready-file FILE   write "host:port" to FILE once listening (and "metrics host:port" on a
-                      second line when metrics are on)
-  --version           print the version and exit
-  --help              print this help and exit
-
-Flags override the config file. Exit codes: 0 clean stop, 1 start-up failure, 2 bad usage.
+constexpr const char* kFooter = R"(
+Flags override the config file; --opt VALUE and --opt=VALUE both work. Exit codes: 0 clean
+stop, 1 start-up failure, 2 bad usage (an unknown option, a missing or bad value).
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
-file's users.
-)";
+file's users. Under systemd (Type=notify), READY=1 is sent once the store is recovered and
+the listeners accept, STOPPING=1 when a stop begins.)";
 
-constexpr const char* kLogPattern = "%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v";
+// A --listen / --metrics-listen value: "host:port" with a port 0-65535.
+CLI::Validator HostPortCheck() {
+  return CLI::Validator(
+      [](std::string& text) {
+        std::string host;
+        uint16_t port = 0;
+        wharf::Status s = wharf::server::ParseHostPort(text, &host, &port);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
+
+// Every sink's format (server/log_format.h): the journal's when stderr is the journal.
+void SetLogFormat(wharf::server::LogFormat format, bool to_stderr) {
+  bool journal = to_stderr && wharf::server::StderrIsJournal();
+  spdlog::set_formatter(wharf::server::MakeLogFormatter(format, journal));
+}
 
 int Fail(const std::string& message, int code) {
   spdlog::critical("{}", message);
@@ -77,43 +84,51 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
 int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
-  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    bool ok = true;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--version") {
-      std::puts("wharfd " WHARF_VERSION);
-      return 0;
-    } else if (arg == "--config") {
-      ok = value(&config_path);
-    } else if (arg == "--listen") {
-      ok = value(&listen);
-    } else if (arg == "--data-dir") {
-      ok = value(&data_dir);
-    } else if (arg == "--log-level") {
-      ok = value(&log_level);
-    } else if (arg == "--ready-file") {
-      ok = value(&ready_file);
-    } else if (arg == "--metrics-listen") {
-      ok = value(&metrics_listen);
-    } else if (arg == "--log-file") {
-      ok = value(&log_file);
-    } else {
-      std::fprintf(stderr, "wharfd: unknown option '%s'\n\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    if (!ok) {
-      std::fprintf(stderr, "wharfd: option '%s' needs a value\n", arg.c_str());
-      return 2;
-    }
+  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
+      log_format;
+  CLI::App app("wharfd: the Wharf message broker daemon", "wharfd");
+  app.set_version_flag("--version", "wharfd " WHARF_VERSION, "Print the version and exit");
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  app.footer(kFooter);
+  // A flag given twice: the last one counts (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--config", config_path,
+                 "TOML config file (see config/wharfd.toml); built-in defaults without it")
+      ->type_name("FILE");
+  app.add_option("--listen", listen,
+                 "Address to listen on (default 127.0.0.1:5680; port 0 picks a free one)")
+      ->type_name("HOST:PORT")
+      ->check(HostPortCheck());
+  app.add_option("--data-dir", data_dir, "Where the broker keeps its data (default ./data)")
+      ->type_name("DIR");
+  app.add_option("--log-level", log_level, "Log level (default info)")
+      ->type_name("LEVEL")
+      ->check(CLI::IsMember(wharf::server::LogLevelNames()));
+  app.add_option("--log-file", log_file,
+                 "Log to FILE (rotated by size, [log] in the config) instead of stderr")
+      ->type_name("FILE");
+  app.add_option("--log-format", log_format,
+                 "text (default; UTC timestamps) or json (one object per line)")
+      ->type_name("FORMAT")
+      ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus /metrics and /healthz over HTTP there (off by default; port 0 "
+                 "picks a free one)")
+      ->type_name("HOST:PORT")
+      ->check(HostPortCheck());
+  app.add_option("--ready-file", ready_file,
+                 "Write \"host:port\" to FILE once listening (and \"metrics host:port\" on a "
+                 "second line when metrics are on)")
+      ->type_name("FILE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    std::puts(e.what());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help: printed to stdout
+    std::fprintf(stderr, "wharfd: %s\nRun 'wharfd --help' for the options.\n", e.what());
+    return 2;
   }
 
   if (!config_path.empty()) {
@@ -132,6 +147,7 @@ int Run(int argc, char** argv) {
   if (!log_level.empty()) options.log_level = log_level;
   if (!ready_file.empty()) options.ready_file = ready_file;
   if (!log_file.empty()) options.log_file = log_file;
+  if (!log_format.empty()) options.log_format = log_format;
   wharf::Status valid = wharf::server::ValidateOptions(options);
   if (!valid.ok()) return Fail(valid.ToString(), 2);
   std::shared_ptr<wharf::server::RotatingLogFile> log_sink;
@@ -144,10 +160,10 @@ int Run(int argc, char** argv) {
     }
     auto logger = std::make_shared<spdlog::logger>("wharfd", log_sink);
     spdlog::set_default_logger(logger);
-    spdlog::set_pattern(kLogPattern);
     spdlog::flush_every(std::chrono::seconds(1));
     spdlog::flush_on(spdlog::level::warn);
   }
+  SetLogFormat(*wharf::server::ParseLogFormat(options.log_format), options.log_file.empty());
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
   // Each connection is a file descriptor: raise the soft limit as far as allowed, and say so
@@ -170,6 +186,7 @@ int Run(int argc, char** argv) {
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) return Fail("cannot create data_dir '" + options.data_dir + "': " + ec.message(), 1);
 
+  sd_notify(0, "STATUS=recovering the message store");
   auto server = wharf::server::Server::Start(options);
   if (!server.ok()) return Fail(server.status().ToString(), 1);
 
@@ -185,6 +202,15 @@ int Run(int argc, char** argv) {
     std::filesystem::rename(tmp, options.ready_file, ec);
     if (ec) return Fail("cannot write ready file: " + ec.message(), 1);
   }
+  // The store is recovered and the listeners accept (Server::Start returned): systemd may
+  // start what depends on wharfd. A no-op when NOTIFY_SOCKET is unset.
+  std::string status =
+      "listening on " + options.listen_host + ":" + std::to_string((*server)->port());
+  if (options.metrics_enabled) {
+    status +=
+        ", metrics on " + options.metrics_host + ":" + std::to_string((*server)->metrics_port());
+  }
+  sd_notify(0, ("READY=1\nSTATUS=" + status).c_str());
 
   asio::io_context signals_context(1);
   asio::signal_set signals(signals_context, SIGINT, SIGTERM, SIGHUP);
@@ -193,6 +219,7 @@ int Run(int argc, char** argv) {
     if (error) return;
     if (signal != SIGHUP) {
       spdlog::info("received {}, shutting down", strsignal(signal));
+      sd_notify(0, "STOPPING=1\nSTATUS=stopping: closing connections");
       return;  // run() returns: nothing else waits
     }
     Reload(config_path, log_sink.get(), **server);
@@ -208,7 +235,7 @@ int Run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("wharfd"));
-  spdlog::set_pattern(kLogPattern);
+  SetLogFormat(wharf::server::LogFormat::kText, /*to_stderr=*/true);
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {

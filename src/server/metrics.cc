@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "wharf/version.h"
+
 namespace wharf::server {
 namespace {
 
@@ -74,14 +76,41 @@ class Writer {
 }  // namespace
 
 std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCounters* store,
-                          int64_t now_ms) {
+                          int64_t now_ms, const ProcessStats* process) {
   using broker::QueueMetrics;
   auto all = [](const QueueMetrics&) { return true; };
   Writer w;
+  w.Header("wharf_build_info", "gauge", "Always 1; the version label says which wharfd runs.");
+  w.Sample("wharf_build_info", "version=\"" + Label(WHARF_VERSION) + "\"", 1);
+  if (process) {
+    w.Gauge("process_resident_memory_bytes", "Resident memory size in bytes.",
+            static_cast<double>(process->resident_bytes));
+    w.Gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+            static_cast<double>(process->virtual_bytes));
+    w.Gauge("process_open_fds", "Number of open file descriptors.",
+            static_cast<double>(process->open_fds));
+    w.Gauge("process_max_fds", "Maximum number of open file descriptors.",
+            static_cast<double>(process->max_fds));
+    w.Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
+            process->start_time_seconds);
+    w.Header("process_cpu_seconds_total", "counter",
+             "Total user and system CPU time spent in seconds.");
+    w.Sample("process_cpu_seconds_total", "", process->cpu_seconds);
+  }
   w.Gauge("wharf_connections", "Connections logged in.", static_cast<double>(m.connections));
   w.Gauge("wharf_consumers", "Active consumers (push subscriptions) on all queues.",
           static_cast<double>(m.consumers));
   w.Gauge("wharf_queues", "Queues.", static_cast<double>(m.queues.size()));
+  // Totals over all queues, beside the per-queue series (sum() without a query).
+  uint64_t ready = 0, delayed = 0;
+  for (const QueueMetrics& q : m.queues) {
+    ready += q.info.ready;
+    delayed += q.info.delayed;
+  }
+  w.Gauge("wharf_messages_ready", "Messages waiting to be delivered, all queues.",
+          static_cast<double>(ready));
+  w.Gauge("wharf_messages_delayed", "Messages waiting for their delivery time, all queues.",
+          static_cast<double>(delayed));
   w.Gauge("wharf_deliveries_in_flight", "Deliveries not yet settled, all queues.",
           static_cast<double>(m.deliveries_in_flight));
   w.Gauge("wharf_store_writable", "1 while the message store writes; 0 while it fails.",

@@ -1,7 +1,8 @@
 // server/metrics.h
 //
 // The Prometheus text exposition of wharfd's figures (docs/operations.md lists every metric):
-// names prefixed `wharf_`, per-queue series labelled queue="NAME", latencies in seconds.
+// names prefixed `wharf_`, per-queue series labelled queue="NAME" beside their totals over all
+// queues, latencies in seconds; the standard process_* figures; wharf_build_info.
 // MetricsServer (server/metrics_server.h) serves it on /metrics.
 //
 // Thread safety: a pure function of its arguments.
@@ -11,12 +12,14 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "server/process_stats.h"
 #include "store/rocksdb_store.h"
 
 namespace wharf::server {
 
-// `store` may be null (no store figures). `now_ms`: Unix ms, for message ages.
+// `store` and `process` may be null (no store or process_* figures). `now_ms`: Unix ms, for
+// message ages.
 std::string RenderMetrics(const broker::BrokerMetrics& broker, const store::StoreCounters* store,
-                          int64_t now_ms);
+                          int64_t now_ms, const ProcessStats* process = nullptr);
 
 }  // namespace wharf::server

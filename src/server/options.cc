@@ -1,10 +1,12 @@
 #include "server/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <toml.hpp>
 
 #include "common/password.h"
+#include "server/log_format.h"
 
 namespace wharf::server {
 namespace {
@@ -88,8 +90,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("log")) {
     const toml::value& log = root.at("log");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "log", log, {"file", "max_bytes", "max_files"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "log", log, {"file", "max_bytes", "max_files", "format"}));
     WHARF_RETURN_IF_ERROR(ReadString(path, log, "file", &options->log_file));
+    WHARF_RETURN_IF_ERROR(ReadString(path, log, "format", &options->log_format));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint64_t>(path, log, "max_bytes", 0, 1ull << 40, &options->log_max_bytes));
     WHARF_RETURN_IF_ERROR(
@@ -233,13 +237,22 @@ Status ParseMetricsAddress(const std::string& text, ServerOptions* options) {
   return Status::Ok();
 }
 
+const std::vector<std::string>& LogLevelNames() {
+  static const std::vector<std::string> kLevels = {"trace", "debug",    "info", "warn",
+                                                   "error", "critical", "off"};
+  return kLevels;
+}
+
 Status ValidateOptions(const ServerOptions& options) {
-  static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
-                                                "error", "critical", "off"};
-  if (!kLevels.contains(options.log_level)) {
+  const auto& levels = LogLevelNames();
+  if (std::find(levels.begin(), levels.end(), options.log_level) == levels.end()) {
     return Status(StatusCode::kInvalidConfig,
                   "log_level '" + options.log_level +
                       "' must be one of trace, debug, info, warn, error, critical, off");
+  }
+  if (!ParseLogFormat(options.log_format)) {
+    return Status(StatusCode::kInvalidConfig,
+                  "log format '" + options.log_format + "' must be text or json");
   }
   if (options.data_dir.empty()) {
     return Status(StatusCode::kInvalidConfig, "data_dir must not be empty");

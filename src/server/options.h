@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "wharf/result.h"
 
@@ -30,6 +31,8 @@ struct ServerOptions {
   std::string log_file;
   uint64_t log_max_bytes = 100u << 20;
   uint32_t log_max_files = 5;
+  // [log] format: "text" or "json" (server/log_format.h).
+  std::string log_format = "text";
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
@@ -74,6 +77,9 @@ Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port)
 Status ParseListenAddress(const std::string& text, ServerOptions* options);
 // Into the metrics fields, and turns the metrics listener on.
 Status ParseMetricsAddress(const std::string& text, ServerOptions* options);
+
+// The log levels log_level may name: trace, debug, info, warn, error, critical, off.
+const std::vector<std::string>& LogLevelNames();
 
 // Checks values that are bad whatever their source (a zero limit, an unknown log level).
 Status ValidateOptions(const ServerOptions& options);

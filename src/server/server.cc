@@ -9,6 +9,7 @@
 #include <future>
 
 #include "server/metrics.h"
+#include "server/process_stats.h"
 #include "server/session.h"
 
 namespace wharf::server {
@@ -120,13 +121,6 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
 namespace {
 
-uint64_t ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
-
 std::optional<uint64_t> FreeDiskBytes(const std::string& path) {
   struct statvfs fs {};
   if (statvfs(path.c_str(), &fs) != 0) return std::nullopt;
@@ -211,7 +205,8 @@ std::optional<std::string> Server::CollectMetrics() {
   if (!metrics) return std::nullopt;
   metrics->publishing_blocked = flow_.blocked();
   store::StoreCounters counters = store_->counters();
-  return RenderMetrics(*metrics, &counters, clock_.WallMillis());
+  ProcessStats process = ReadProcessStats();
+  return RenderMetrics(*metrics, &counters, clock_.WallMillis(), &process);
 }
 
 std::string Server::HealthProblem() {
@@ -332,16 +327,16 @@ void Server::Stop() {
     }
   }
   spdlog::info("wharfd stopping: closing {} connections", live.size());
-  {
-    // Before any connection closes, so that their deliveries come back without counting.
-    std::promise<void> marked;
-    asio::post(*broker_context_, [this, &marked] {
-      broker_->BeginShutdown();
-      broker_->Flush();  // commits whatever the broker still spreads over flushes
-      marked.set_value();
-    });
-    marked.get_future().wait_for(std::chrono::seconds(5));
-  }
+  // Before any connection closes, so that their deliveries come back without counting.
+  // AskBroker's promise is shared with the posted handler: a broker thread that answers after
+  // the 5 s wait writes into a live promise, not into this frame.
+  AskBroker<bool>(
+      [this] {
+        broker_->BeginShutdown();
+        broker_->Flush();  // commits whatever the broker still spreads over flushes
+        return true;
+      },
+      std::chrono::seconds(5));
   asio::post(*io_contexts_[0], [this] {
     asio::error_code ignored;
     acceptor_->close(ignored);
@@ -361,11 +356,7 @@ void Server::Stop() {
   }
   // Let the broker thread run the CloseSession work the sessions posted (and commit what it
   // changed), then write everything the store holds, then run its last completions.
-  auto drain_broker = [this] {
-    std::promise<void> drained;
-    asio::post(*broker_context_, [&drained] { drained.set_value(); });
-    drained.get_future().wait_for(std::chrono::seconds(5));
-  };
+  auto drain_broker = [this] { AskBroker<bool>([] { return true; }, std::chrono::seconds(5)); };
   drain_broker();
   store_->Close();
   drain_broker();

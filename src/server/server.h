@@ -63,7 +63,8 @@ class Server {
   void Accept();
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
-  // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`).
+  // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`). The
+  // promise is shared with the posted handler, so a late answer never outlives its target.
   template <typename T>
   std::optional<T> AskBroker(std::function<T()> fn, std::chrono::milliseconds timeout);
   // For the metrics thread: /metrics' text (nullopt: the broker did not answer in time), and

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_safe.h"
 #include "common/password.h"
 #include "wharf/version.h"
 
@@ -106,7 +107,7 @@ void Session::OnRead(const asio::error_code& ec, size_t bytes) {
     Status truncated = decoder_.Finish();
     if (ec == asio::error::eof && !truncated.ok()) {
       // The peer may only have shut down its sending side: it can still read the error.
-      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_, truncated.ToString());
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, LogSafe(user_), truncated.ToString());
       BeginClose(truncated, "truncated frame");
     } else {
       CloseSocket(ec == asio::error::eof ? "peer closed the connection"
@@ -155,8 +156,8 @@ void Session::DecodeBuffered() {
       if (client_closed_) {
         BeginClose(Status::Ok(), "client closed");
       } else {
-        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, user_.empty() ? "-" : user_,
-                     stop.ToString());
+        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, LogSafe(user_),
+                     LogSafe(stop.ToString(), kLogSafeStatusBytes));
         BeginClose(stop, std::string(StatusCodeName(stop.code())));
       }
       return;
@@ -184,7 +185,7 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
   }
   switch (request.frame.body_case()) {
     case wire::Frame::kClose:
-      spdlog::debug("conn={} client sent Close: {}", id_, request.frame.close().reason());
+      spdlog::debug("conn={} client sent Close: {}", id_, LogSafe(request.frame.close().reason()));
       client_closed_ = true;
       return Status(StatusCode::kUnavailable, "client closed");
     case wire::Frame::kHello:
@@ -261,7 +262,8 @@ void Session::SendBlockedNotice(bool blocked) {
   if (blocked) notice.mutable_publishing_blocked()->set_reason(context_->flow->reason());
   SendFrame(notice);
   told_blocked_ = blocked;
-  spdlog::info("conn={} user={} publishing {}", id_, user_, blocked ? "blocked" : "unblocked");
+  spdlog::info("conn={} user={} publishing {}", id_, LogSafe(user_),
+               blocked ? "blocked" : "unblocked");
 }
 
 void Session::OnFlowChanged() {
@@ -295,7 +297,7 @@ Status Session::HandleHello(const wire::Frame& frame) {
   ok->add_auth_mechanisms("PLAIN");
   SendFrame(reply);
   state_ = State::kAwaitAuth;
-  spdlog::debug("conn={} peer={} hello from '{}'", id_, peer_, frame.hello().client_name());
+  spdlog::debug("conn={} peer={} hello from {}", id_, peer_, LogSafe(frame.hello().client_name()));
   return Status::Ok();
 }
 
@@ -307,7 +309,7 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   Status result;
   if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
     result = Status(StatusCode::kAuthenticationFailed,
-                    "unsupported mechanism '" + auth.mechanism() + "'; use PLAIN");
+                    "unsupported mechanism '" + CutForDisplay(auth.mechanism()) + "'; use PLAIN");
   } else if (auto user = context_->users->Find(auth.user()); user && user->source == "builtin") {
     if (auth.user() != kGuestUser || auth.password() != kGuestPassword) {
       result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
@@ -326,7 +328,8 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   if (!result.ok()) {
     user_ = auth.user();
     close_request_id_ = frame.request_id();
-    spdlog::warn("conn={} peer={} user={} login refused", id_, peer_, auth.user());
+    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, LogSafe(auth.user()),
+                 LogSafe(result.ToString(), kLogSafeStatusBytes));
     return result;
   }
   user_ = auth.user();
@@ -341,7 +344,7 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
   reply.set_request_id(frame.request_id());
   reply.mutable_authenticate_ok()->set_connection_id(id_);
   SendFrame(reply);
-  spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, user_);
+  spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, LogSafe(user_));
   return Status::Ok();
 }
 
@@ -501,8 +504,8 @@ void Session::CloseSocket(std::string_view reason) {
       self->context_->after_broker_work();
     });
   }
-  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_,
-               user_.empty() ? "-" : user_, reason);
+  // `reason` is the broker's own text, never a client's.
+  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_), reason);
   context_->on_session_closed(id_);
 }
 
@@ -523,8 +526,8 @@ void Session::Reply(uint64_t request_id, wire::Frame frame) {
 
 void Session::ReplyStatus(uint64_t request_id, const Status& status) {
   if (!status.ok()) {
-    spdlog::debug("conn={} user={} request {} failed: {}", id_, user_, request_id,
-                  status.ToString());
+    spdlog::debug("conn={} user={} request {} failed: {}", id_, LogSafe(user_), request_id,
+                  LogSafe(status.ToString(), kLogSafeStatusBytes));
     outbox_.emplace_back(protocol::ErrorFrame(request_id, status));
     return;
   }
@@ -783,9 +786,9 @@ void Session::HandleRequest(Request& request) {
 void Session::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
   UserDirectory& users = *context_->users;
   if (!users.IsAdmin(user_)) {
-    return ReplyStatus(rid,
-                       Status(StatusCode::kAccessRefused,
-                              "user '" + user_ + "' is not an admin: managing users needs one"));
+    return ReplyStatus(
+        rid, Status(StatusCode::kAccessRefused, "user '" + CutForDisplay(user_) +
+                                                    "' is not an admin: managing users needs one"));
   }
   if (frame.body_case() == wire::Frame::kListUsers) {
     wire::Frame reply;
@@ -810,21 +813,22 @@ void Session::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     const std::string& name = frame.delete_user().name();
     Status s = users.CheckChange(name, nullptr);
     if (s.ok() && !users.Find(name)) {
-      s = Status(StatusCode::kPreconditionFailed, "user '" + name + "' does not exist");
+      s = Status(StatusCode::kPreconditionFailed,
+                 "user '" + CutForDisplay(name) + "' does not exist");
     }
     if (!s.ok()) return ReplyStatus(rid, s);
     batch.Add(store::StoreBatch::RemoveUser{name});
     apply = [&users, name] { users.Remove(name); };
   }
   // Answered once it is on disk; the change takes effect for logins from then on.
-  context_->store->Commit(std::move(batch), /*sync=*/true,
-                          [self = shared_from_this(), rid, apply](Status status) {
-                            if (status.ok()) apply();
-                            spdlog::info("conn={} user={} user change {}: {}", self->id_,
-                                         self->user_, rid, status.ToString());
-                            self->ReplyStatus(rid, status);
-                            self->Flush();
-                          });
+  context_->store->Commit(
+      std::move(batch), /*sync=*/true, [self = shared_from_this(), rid, apply](Status status) {
+        if (status.ok()) apply();
+        spdlog::info("conn={} user={} user change {}: {}", self->id_, LogSafe(self->user_), rid,
+                     LogSafe(status.ToString(), kLogSafeStatusBytes));
+        self->ReplyStatus(rid, status);
+        self->Flush();
+      });
 }
 
 // Bytes a delivery adds to this connection's output, for back-pressure (an estimate: the body
@@ -856,8 +860,8 @@ void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery>
 
 void Session::PublishDone(uint64_t request_id, const PublishResult& result, const Status& status) {
   if (!status.ok()) {
-    spdlog::warn("conn={} user={} publish {} (message {}) not confirmed: {}", id_, user_,
-                 request_id, result.message_id, status.ToString());
+    spdlog::warn("conn={} user={} publish {} (message {}) not confirmed: {}", id_, LogSafe(user_),
+                 request_id, result.message_id, LogSafe(status.ToString(), kLogSafeStatusBytes));
     return ReplyStatus(request_id, status);
   }
   wire::Frame reply;

@@ -7,9 +7,10 @@
 //   login, the write buffer. It decodes frames, turns each request into a Request and posts
 //   whole batches (everything one read produced) to the broker thread. It never blocks.
 //
-//   Broker half (the broker thread): runs each batch against the Broker, collects replies and
-//   the deliveries the broker pushes (SessionPeer) into `outbox_`, and posts the outbox back to
-//   the I/O half once per batch, where it is encoded and written.
+//   Broker half (the broker thread): runs each batch against the Broker (reading each request's
+//   fields and building its reply frame here), collects replies and the deliveries the broker
+//   pushes (SessionPeer) into `outbox_`, and posts the outbox back to the I/O half once per
+//   batch, where deliveries are converted and every frame is serialized and written.
 //
 // Back-pressure: the I/O half stops reading while it has kMaxBatchesInFlight batches at the
 // broker or more than kMaxPendingWriteBytes waiting to be written, and resumes when both drop.

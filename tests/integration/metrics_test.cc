@@ -4,9 +4,11 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "integration/helpers.h"
+#include "wharf/version.h"
 
 namespace wharf {
 namespace {
@@ -55,6 +57,19 @@ TEST(Metrics, ScrapeShowsQueuesCountersAndLatencies) {
       << "the confirms were synced";
   EXPECT_NE(text.find("wharf_queue_oldest_ready_age_seconds{queue=\"orders\"} "), std::string::npos)
       << text;
+  // Totals beside the per-queue series, the version, and the standard process figures.
+  EXPECT_TRUE(Has(text, "wharf_messages_ready 3")) << text;  // 2 in orders, 1 in orders.dlq
+  EXPECT_TRUE(Has(text, "wharf_build_info{version=\"" WHARF_VERSION "\"} 1")) << text;
+  for (const char* name :
+       {"process_resident_memory_bytes ", "process_virtual_memory_bytes ", "process_open_fds ",
+        "process_max_fds ", "process_start_time_seconds ", "process_cpu_seconds_total "}) {
+    size_t at = text.find(std::string("\n") + name);
+    ASSERT_NE(at, std::string::npos) << name << text;
+    double value = std::stod(text.substr(at + 1 + std::strlen(name)));
+    if (std::string(name) != "process_cpu_seconds_total ") {
+      EXPECT_GT(value, 0) << name;
+    }
+  }
 
   auto health = http.Get("/healthz");
   ASSERT_TRUE(health);

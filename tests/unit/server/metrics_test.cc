@@ -6,6 +6,9 @@
 
 #include <string>
 
+#include "server/process_stats.h"
+#include "wharf/version.h"
+
 namespace wharf::server {
 namespace {
 
@@ -98,6 +101,50 @@ TEST(Metrics, StoreFigures) {
   EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.001\"} 0"));
   EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.0025\"} 1"));
   EXPECT_TRUE(Has(text, "wharf_store_writable 1"));
+}
+
+TEST(Metrics, TotalsOverAllQueuesBesideThePerQueueSeries) {
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000);
+  EXPECT_TRUE(Has(text, "wharf_queues 2")) << text;
+  EXPECT_TRUE(Has(text, "wharf_messages_ready 9"));  // 7 + 2
+  EXPECT_TRUE(Has(text, "wharf_messages_delayed 3"));
+  EXPECT_TRUE(Has(text, "# TYPE wharf_messages_ready gauge"));
+}
+
+TEST(Metrics, BuildInfoCarriesTheVersion) {
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000);
+  EXPECT_TRUE(Has(text, "wharf_build_info{version=\"" WHARF_VERSION "\"} 1")) << text;
+}
+
+TEST(Metrics, ProcessFiguresUseThePrometheusNames) {
+  ProcessStats process;
+  process.resident_bytes = 50 << 20;
+  process.virtual_bytes = 400 << 20;
+  process.open_fds = 42;
+  process.max_fds = 1024;
+  process.start_time_seconds = 1'700'000'000.5;
+  process.cpu_seconds = 12.25;
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000, &process);
+  EXPECT_TRUE(Has(text, "process_resident_memory_bytes 52428800")) << text;
+  EXPECT_TRUE(Has(text, "process_virtual_memory_bytes 419430400"));
+  EXPECT_TRUE(Has(text, "process_open_fds 42"));
+  EXPECT_TRUE(Has(text, "process_max_fds 1024"));
+  EXPECT_TRUE(Has(text, "process_start_time_seconds 1700000000.5"));
+  EXPECT_TRUE(Has(text, "# TYPE process_cpu_seconds_total counter"));
+  EXPECT_TRUE(Has(text, "process_cpu_seconds_total 12.25"));
+  EXPECT_EQ(RenderMetrics(Sample(), nullptr, 1'000'000).find("process_"), std::string::npos)
+      << "no process figures given";
+}
+
+TEST(Metrics, ThisProcessCanBeRead) {
+  ProcessStats process = ReadProcessStats();
+  EXPECT_GT(process.resident_bytes, 0u);
+  EXPECT_GE(process.virtual_bytes, process.resident_bytes);
+  EXPECT_GE(process.open_fds, 3u);  // stdin, stdout, stderr at least
+  EXPECT_GE(process.max_fds, process.open_fds);
+  EXPECT_GT(process.start_time_seconds, 1'600'000'000);
+  EXPECT_GE(process.cpu_seconds, 0);
+  EXPECT_EQ(ResidentBytes() > 0, true);
 }
 
 }  // namespace
