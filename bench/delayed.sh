@@ -48,7 +48,7 @@ if [ -n "${want[pending]:-}" ]; then
   sleep 2
   echo "  rss with $n pending: $(rss_mb $pid) MB"
   echo "  disk per message: $(($(du -sb "$data" | cut -f1) / n)) bytes"
-  ctl queues --json | grep -o '"delayed":[0-9]*' | sed 's/^/  /'
+  ctl queues --json | grep -o '"delayed": *[0-9]*' | sed 's/^/  /'
   stop
   t0=$(now_ms)
   start "$data"
@@ -60,7 +60,7 @@ if [ -n "${want[pending]:-}" ]; then
     sleep 0.1
   done
   echo "  restart to exact delayed count: $(($(now_ms) - t0)) ms"
-  ctl queues --json | grep -o '"delayed":[0-9]*' | sed 's/^/  /'
+  ctl queues --json | grep -o '"delayed": *[0-9]*' | sed 's/^/  /'
   ctl delayed list later -n 2 | sed 's/^/  /'
   echo "  rss when counted: $(rss_mb $pid) MB; peak $(awk '/VmHWM/ {printf "%.0f", $2/1024}' \
     /proc/$pid/status) MB"

@@ -1,9 +1,11 @@
 // wharf-perf: see perf.h and docs/benchmarks.md. Exit codes: 0 run completed, 1 the run hit
 // errors or the broker went away (the summary is printed either way), 2 bad usage.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -256,16 +258,34 @@ int main(int argc, char** argv) {
   std::printf("  errors %llu%s%s\n", u(st.errors),
               run.first_error.empty() ? "" : ": first: ", run.first_error.c_str());
   if (o.json) {
-    std::printf(
-        "{\"driver\":\"%s\",\"pub_rate\":%.0f,\"cons_rate\":%.0f,\"conf_p50_us\":%llu,"
-        "\"conf_p95_us\":%llu,\"conf_p99_us\":%llu,\"conf_max_us\":%llu,\"e2e_p50_us\":%llu,"
-        "\"e2e_p95_us\":%llu,\"e2e_p99_us\":%llu,\"published\":%llu,\"confirmed\":%llu,"
-        "\"received\":%llu,\"redelivered\":%llu,\"errors\":%llu,\"seconds\":%.2f,"
-        "\"delay_ms\":%llu,\"late_p50_us\":%llu,\"late_p99_us\":%llu,\"late_max_us\":%llu,"
-        "\"early\":%llu}\n",
-        o.driver.c_str(), pub_rate, cons_rate, u(c50), u(c95), u(c99), u(cmax), u(e50), u(e95),
-        u(e99), u(st.published), u(st.confirmed), u(st.received), u(st.redelivered), u(st.errors),
-        total_s, u(o.delay_ms), u(l50), u(l99), u(lmax), u(st.early));
+    // One line, keys in this order, through nlohmann-json (a first error may hold any bytes).
+    auto whole = [](double v) { return static_cast<int64_t>(std::llround(v)); };
+    nlohmann::ordered_json summary = {
+        {"driver", o.driver},
+        {"pub_rate", whole(pub_rate)},
+        {"cons_rate", whole(cons_rate)},
+        {"conf_p50_us", c50},
+        {"conf_p95_us", c95},
+        {"conf_p99_us", c99},
+        {"conf_max_us", cmax},
+        {"e2e_p50_us", e50},
+        {"e2e_p95_us", e95},
+        {"e2e_p99_us", e99},
+        {"published", st.published.load()},
+        {"confirmed", st.confirmed.load()},
+        {"received", st.received.load()},
+        {"redelivered", st.redelivered.load()},
+        {"errors", st.errors.load()},
+        {"seconds", std::round(total_s * 100) / 100},
+        {"delay_ms", o.delay_ms},
+        {"late_p50_us", l50},
+        {"late_p99_us", l99},
+        {"late_max_us", lmax},
+        {"early", st.early.load()},
+        {"first_error", run.first_error.empty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json(run.first_error)}};
+    std::puts(
+        summary.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
   } else {
     std::printf(
         "RESULT driver=%s pub_rate=%.0f conf_p50_us=%llu conf_p95_us=%llu conf_p99_us=%llu "
