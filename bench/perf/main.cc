@@ -255,6 +255,11 @@ int main(int argc, char** argv) {
     std::printf("  lateness (delay %llu ms)  p50 %llu us  p99 %llu us  max %llu us  early %llu\n",
                 u(o.delay_ms), u(l50), u(l99), u(lmax), u(st.early));
   }
+  if (st.unsent > 0) {
+    std::printf(
+        "  unsent %llu (without confirm, not known to have reached the broker: not counted)\n",
+        u(st.unsent));
+  }
   std::printf("  errors %llu%s%s\n", u(st.errors),
               run.first_error.empty() ? "" : ": first: ", run.first_error.c_str());
   if (o.json) {
@@ -276,6 +281,7 @@ int main(int argc, char** argv) {
         {"received", st.received.load()},
         {"redelivered", st.redelivered.load()},
         {"errors", st.errors.load()},
+        {"unsent", st.unsent.load()},
         {"seconds", std::round(total_s * 100) / 100},
         {"delay_ms", o.delay_ms},
         {"late_p50_us", l50},

@@ -97,7 +97,13 @@ class NativeDriver final : public Driver {
       StampBody(&message.body);
       run.stats.published.fetch_add(1, std::memory_order_relaxed);
       if (window == 0) {
-        client.PublishNoConfirm(exchange, o.RoutingKey(q), message, publish_options);
+        // Waits while the client's send buffer is full (the broker blocking publishers).
+        if (Status s = client.PublishNoConfirm(exchange, o.RoutingKey(q), message, publish_options);
+            !s.ok()) {
+          run.stats.published.fetch_sub(1, std::memory_order_relaxed);
+          if (s.code() != StatusCode::kUnavailable) run.Fail(s.ToString());
+          break;
+        }
         continue;
       }
       uint64_t sent = NowNanos();
@@ -123,6 +129,12 @@ class NativeDriver final : public Driver {
     }
     if (window == 0 && !run.stop) (void)client.Ping();  // everything sent has been read
     client.Close();
+    // Published means read by the broker: what it may not have read is not counted.
+    const uint64_t unsent = client.unconfirmed_publishes();
+    if (unsent > 0) {
+      run.stats.published.fetch_sub(unsent, std::memory_order_relaxed);
+      run.stats.unsent.fetch_add(unsent, std::memory_order_relaxed);
+    }
   }
 
   void Consume(Run& run, int index) override {

@@ -82,7 +82,8 @@ struct Stats {
   std::atomic<uint64_t> received{0};
   std::atomic<uint64_t> redelivered{0};
   std::atomic<uint64_t> errors{0};
-  std::atomic<uint64_t> early{0};  // delayed messages delivered before their time (a bug)
+  std::atomic<uint64_t> unsent{0};  // without confirm, not known read by the broker
+  std::atomic<uint64_t> early{0};   // delayed messages delivered before their time (a bug)
   Latencies confirm_latency;
   Latencies e2e_latency;
   Latencies lateness;  // with --delay: delivery time minus due time

@@ -40,6 +40,12 @@ struct ClientOptions {
   std::string client_name = "wharf-cpp";
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{30000};  // for blocking calls
+  // Publishes queued in this client and not yet written to the socket, at most (bytes; one
+  // larger message still goes when nothing else waits). When the broker stops reading this
+  // connection (flow control, docs/operations.md), publishing calls wait for room, at most
+  // request_timeout, then fail with kResourceExhausted: memory stays bounded and nothing is
+  // taken that cannot be sent. Acks and other small frames are never held.
+  size_t max_buffered_bytes = 64u << 20;
 };
 
 // One message handed to this client.
@@ -166,9 +172,20 @@ class Client {
   // Blocks until the broker confirms.
   Result<PublishResult> Publish(const std::string& exchange, const std::string& routing_key,
                                 const Message& message, PublishOptions options = {});
-  // No confirm is asked for; a failure reaches the error handler.
-  void PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
-                        const Message& message, PublishOptions options = {});
+  // No confirm is asked for; a failure the broker reports reaches the error handler. Returns
+  // once the message is queued for sending: kResourceExhausted when the send buffer stayed
+  // full for request_timeout (the broker is not reading), kUnavailable when disconnected.
+  // Queued is not received: see unconfirmed_publishes().
+  Status PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
+                          const Message& message, PublishOptions options = {});
+  // Publishes made with PublishNoConfirm that the broker is not known to have read: it reads
+  // frames in order, so any answer to a later request (a confirm, a Ping, a listing) vouches
+  // for every publish queued before it. Close() asks for such an answer first (waiting up to
+  // 2 s), so after a clean Close() this is 0; when the broker was not reading (flow control)
+  // or the connection failed, it counts what may not have arrived (never written, or written
+  // and not read), so a caller never counts as sent what may have been dropped. Publishes
+  // with a confirm are not counted here: each gets its confirm or an error.
+  uint64_t unconfirmed_publishes() const;
 
   // --- Consume ------------------------------------------------------------------------------
   // Push subscription: `handler` gets each delivery on the I/O thread. prefetch 0 = unlimited.

@@ -3,6 +3,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -59,6 +60,15 @@ struct Client::Impl {
   // Guarded by mu.
   std::mutex mu;
   std::condition_variable disconnected_cv;
+  // Publishes wait here for room in the send buffer (ClientOptions::max_buffered_bytes).
+  std::condition_variable room_cv;
+  size_t writing_bytes = 0;  // bytes in `writing`, the write in flight
+  // Publishes without a confirm: how many were queued, and how many the broker is known to
+  // have read (it answered a request queued after them; it reads frames in order). A request
+  // queued while some are unknown records how many were queued before it.
+  uint64_t unconfirmed_queued = 0;
+  uint64_t unconfirmed_known_read = 0;
+  std::map<uint64_t, uint64_t> unconfirmed_before_request;  // request id -> queued before it
   uint64_t next_request_id = 1;
   std::unordered_map<uint64_t, ReplyFn> pending;
   std::string out;
@@ -80,23 +90,71 @@ struct Client::Impl {
   bool OnIoThread() const { return std::this_thread::get_id() == io_thread_id; }
 
   // Queues `frame`; when `reply` is set, a request id is assigned and `reply` runs on the I/O
-  // thread with the answer (or the error). Returns false if the connection is gone (and then
-  // `reply` has already been called with kUnavailable).
-  bool Send(pb::Frame& frame, ReplyFn reply) {
+  // thread with the answer (or the error). A publish first waits for room in the send buffer.
+  // Returns the error if the frame was not queued (and then `reply` has already been called
+  // with it): kUnavailable when the connection is gone, kResourceExhausted when no room came.
+  Status Enqueue(pb::Frame& frame, ReplyFn reply) {
+    const bool publish = frame.has_publish();
     std::unique_lock lock(mu);
+    Status refused;
     if (disconnected) {
+      refused = Status(StatusCode::kUnavailable, DisconnectedMessage());
+    } else if (publish) {
+      refused = WaitForRoomLocked(lock, frame.ByteSizeLong());
+    }
+    if (!refused.ok()) {
       lock.unlock();
-      if (reply) reply(Status(StatusCode::kUnavailable, DisconnectedMessage()));
-      return false;
+      if (reply) reply(refused);
+      return refused;
     }
     if (reply) {
       uint64_t id = next_request_id++;
       frame.set_request_id(id);
       pending.emplace(id, std::move(reply));
+      if (unconfirmed_queued > unconfirmed_known_read) {
+        unconfirmed_before_request.emplace(id, unconfirmed_queued);
+      }
+    } else if (publish) {
+      ++unconfirmed_queued;
     }
     protocol::AppendFrame(frame, &out);
     ScheduleWriteLocked();
-    return true;
+    return Status::Ok();
+  }
+
+  // REQUIRES: mu held. The broker answered `request_id`: it read everything queued before.
+  void AnsweredLocked(uint64_t request_id) {
+    auto end = unconfirmed_before_request.upper_bound(request_id);
+    if (end == unconfirmed_before_request.begin()) return;
+    unconfirmed_known_read = std::max(unconfirmed_known_read, std::prev(end)->second);
+    unconfirmed_before_request.erase(unconfirmed_before_request.begin(), end);
+  }
+
+  // Enqueue for callers whose `reply` (or the error handler) hears of a failure.
+  bool Send(pb::Frame& frame, ReplyFn reply) { return Enqueue(frame, std::move(reply)).ok(); }
+
+  // REQUIRES: mu held (through `lock`). Waits until a publish of `bytes` fits in the send
+  // buffer; one that is alone may be larger. Never waits on the I/O thread (a callback):
+  // that thread is the one that empties the buffer.
+  Status WaitForRoomLocked(std::unique_lock<std::mutex>& lock, size_t bytes) {
+    auto full = [&] {
+      const size_t buffered = out.size() + writing_bytes;
+      return !disconnected && buffered > 0 && buffered + bytes > options.max_buffered_bytes;
+    };
+    if (!full())
+      return disconnected ? Status(StatusCode::kUnavailable, DisconnectedMessage()) : Status::Ok();
+    auto refusal = [&](const std::string& why) {
+      return Status(StatusCode::kResourceExhausted,
+                    "the client's send buffer is full (" +
+                        std::to_string(out.size() + writing_bytes) + " bytes, limit " +
+                        std::to_string(options.max_buffered_bytes) + "): " + why);
+    };
+    if (OnIoThread()) return refusal("cannot wait for room from a client callback");
+    if (!room_cv.wait_for(lock, options.request_timeout, [&] { return !full(); })) {
+      return refusal("the broker took nothing for request_timeout (publishing blocked?)");
+    }
+    if (disconnected) return Status(StatusCode::kUnavailable, DisconnectedMessage());
+    return Status::Ok();
   }
 
   // REQUIRES: mu held.
@@ -142,13 +200,19 @@ struct Client::Impl {
         write_scheduled = false;
         return;
       }
+      writing_bytes = writing.size();
     }
     asio::async_write(socket, asio::buffer(writing), [this](const asio::error_code& ec, size_t) {
-      writing.clear();
       if (ec) {
         Fail(Status(StatusCode::kUnavailable, "write failed: " + ec.message()));
         return;
       }
+      writing.clear();
+      {
+        std::lock_guard lock(mu);
+        writing_bytes = 0;
+      }
+      room_cv.notify_all();
       DoWrite();
     });
   }
@@ -260,6 +324,7 @@ struct Client::Impl {
     ReplyFn reply;
     {
       std::lock_guard lock(mu);
+      AnsweredLocked(frame.request_id());
       auto it = pending.find(frame.request_id());
       if (it == pending.end()) {
         // A Subscribe the caller gave up on: nobody will consume, so cancel the consumer.
@@ -292,16 +357,26 @@ struct Client::Impl {
       if (disconnected) return;
       disconnected = true;
       failed.swap(pending);
+      // What was queued and not written is dropped; unconfirmed_publishes() tells how many
+      // publishes without a confirm the broker is not known to have read.
+      out.clear();
+      writing_bytes = 0;
       if (!user_closed) handler = on_error;
       if (!close_reason.empty()) {
         reported = Status(StatusCode::kUnavailable, DisconnectedMessage());
       }
     }
     disconnected_cv.notify_all();
+    room_cv.notify_all();
     asio::error_code ignored;
     socket.close(ignored);
     for (auto& [id, reply] : failed) reply(reported);
     if (handler) handler(reported);
+  }
+
+  uint64_t UnconfirmedPublishes() {
+    std::lock_guard lock(mu);
+    return unconfirmed_queued - unconfirmed_known_read;
   }
 
   bool Disconnected() {
@@ -318,6 +393,16 @@ struct Client::Impl {
       // which is the one that would receive the answer.
       if (!disconnected && thread.joinable() && !on_io_thread) {
         lock.unlock();
+        // Publishes without a confirm that the broker may not have read yet: one answer
+        // tells that it did (unconfirmed_publishes() counts them when none comes).
+        if (UnconfirmedPublishes() > 0) {
+          auto answered = std::make_shared<std::promise<void>>();
+          auto future = answered->get_future();
+          pb::Frame ping;
+          ping.mutable_ping()->set_nonce(0);
+          Send(ping, [answered](Result<pb::Frame>) { answered->set_value(); });
+          future.wait_for(std::chrono::seconds(2));
+        }
         pb::Frame close;
         close.mutable_close()->set_reason("client closing");
         Send(close, nullptr);
@@ -742,11 +827,13 @@ Result<PublishResult> Client::Publish(const std::string& exchange, const std::st
   return result;
 }
 
-void Client::PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
-                              const Message& message, PublishOptions options) {
+Status Client::PublishNoConfirm(const std::string& exchange, const std::string& routing_key,
+                                const Message& message, PublishOptions options) {
   pb::Frame frame = PublishFrame(exchange, routing_key, message, options);
-  impl_->Send(frame, nullptr);
+  return impl_->Enqueue(frame, nullptr);
 }
+
+uint64_t Client::unconfirmed_publishes() const { return impl_->UnconfirmedPublishes(); }
 
 // --- Consume ------------------------------------------------------------------------------------
 

@@ -224,7 +224,7 @@ TEST(Purge, WharfctlWaitsForALargePurgeAndItStaysPurgedAfterKill9) {
   Message m;
   m.persistent = true;
   m.body = std::string(200, 'x');
-  for (int i = 0; i < kMessages - 1; ++i) client->PublishNoConfirm("", "deep", m);
+  for (int i = 0; i < kMessages - 1; ++i) ASSERT_TRUE(client->PublishNoConfirm("", "deep", m).ok());
   ASSERT_TRUE(client->Publish("", "deep", m).ok());
 
   int code = -1;
