@@ -104,9 +104,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
       ->check(Unsigned(1, 65'535))
       ->capture_default_str();
   app.add_option("--rate", o->rate, "total publish rate in msgs/s (default: flat out)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(wharf::cli::Finite(0, 1e9));
   app.add_option("--count", o->count, "total messages to publish")->check(Unsigned(1, UINT64_MAX));
-  app.add_option("--duration", o->duration_s, "run for S seconds")->check(CLI::Range(0.0, 1e7));
+  app.add_option("--duration", o->duration_s, "run for S seconds")
+      ->check(wharf::cli::Finite(0, 1e7));
   app.add_option("--delay", o->delay_ms,
                  "publish every message delayed by MS (native only) and report how late each "
                  "was delivered")

@@ -1,7 +1,11 @@
 // cli/validators.cc: see cli/validators.h.
 #include "cli/validators.h"
 
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
 #include <string_view>
 
 namespace wharf::cli {
@@ -53,6 +57,24 @@ CLI::Validator Integer(int64_t min, int64_t max) {
       },
       std::to_string(min) + ".." + std::to_string(max));
   return v.non_modifying(false);
+}
+
+CLI::Validator Finite(double min, double max) {
+  std::ostringstream range;
+  range << min << " to " << max;
+  const std::string text_range = range.str();
+  return CLI::Validator(
+      [min, max, text_range](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || errno != 0 || *end != '\0' || !std::isfinite(value) || value < min ||
+            value > max) {
+          return "'" + text + "' is not a number from " + text_range;
+        }
+        return "";
+      },
+      text_range);
 }
 
 bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port) {

@@ -15,6 +15,8 @@ namespace wharf::cli {
 // A whole number from min to max, in decimal: "UINT" and "INT" options.
 CLI::Validator Unsigned(uint64_t min, uint64_t max);
 CLI::Validator Integer(int64_t min, int64_t max);
+// A finite number from min to max (CLI::Range lets "nan" through).
+CLI::Validator Finite(double min, double max);
 // HOST:PORT, [IPv6]:PORT; port 1-65535.
 CLI::Validator HostPort();
 bool ParseHostPort(const std::string& text, std::string* host, uint16_t* port);

@@ -22,6 +22,7 @@
 
 namespace wharf::ctl {
 
+using cli::Finite;
 using cli::HostPort;
 using cli::Integer;
 using cli::ParseHostPort;
@@ -67,6 +68,15 @@ void AddRedriveCommands(CLI::App& app, Commands& commands);
 void AddUserCommands(CLI::App& app, Commands& commands);
 
 // --- Values on the command line (ctl/values.cc) ---------------------------------------------
+
+// A validator from a check that returns the problem ("" when the text is fine): so that a bad
+// value is a usage error before wharfctl connects.
+CLI::Validator Check(std::string name, std::function<std::string(const std::string&)> problem);
+// The usual ones: --separator, a time, a hex message id, K=V typed values.
+CLI::Validator SeparatorText();
+CLI::Validator TimeText();
+CLI::Validator MessageIdText();
+CLI::Validator TypedValueText();
 
 // K=V for --header and --arg: V is an integer if it is one, true/false a boolean, a number
 // with a fraction a double, otherwise a string; "K:string=V" (or :int, :double, :bool) says

@@ -108,6 +108,15 @@ Result<HeaderValue> HeaderValueFromJson(const std::string& key, const Json& valu
   }
   if (value.is_number_float()) return HeaderValue(value.get<double>());
   if (value.is_string()) return HeaderValue(value.get<std::string>());
+  if (value.is_object() && value.value("type", "") == "double" && value.contains("text") &&
+      value["text"].is_string()) {  // nan and inf, which JSON numbers cannot hold
+    const std::string text = value["text"].get<std::string>();
+    char* end = nullptr;
+    const double d = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0')
+      return BadJson("header '" + key + "': '" + text + "' is not a number");
+    return HeaderValue(d);
+  }
   if (value.is_object() && value.contains("base64") && value["base64"].is_string()) {
     auto bytes = Base64Decode(value["base64"].get<std::string>());
     if (!bytes) return BadJson("header '" + key + "': its base64 does not decode");

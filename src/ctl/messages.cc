@@ -1,6 +1,7 @@
 // wharfctl publish, consume (get), delayed list and delayed cancel: messages in and out.
 // Bodies are bytes: what is read is published as it is, and what is consumed is written as it
 // is and acked only once stdout has taken all of it (docs/operations.md, "wharfctl").
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -124,8 +125,11 @@ bool BuildMessages(const PublishOptionsCli& o, std::vector<Outgoing>* out, std::
     m.message.body = ReadAll(std::cin);
   }
   if (o.payload_encoding == "base64") {
-    std::string text = m.message.body;
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    // As base64(1) writes it too: lines of 76, a final newline.
+    std::string text;
+    for (char ch : m.message.body) {
+      if (ch != '\n' && ch != '\r' && ch != ' ' && ch != '\t') text += ch;
+    }
     auto bytes = Base64Decode(text);
     if (!bytes) return *error = "the body is not valid base64 (--payload-encoding base64)", false;
     m.message.body = std::move(*bytes);
@@ -147,9 +151,10 @@ int Publish(Client& client, const PublishOptionsCli& o) {
   std::vector<Outgoing> messages;
   std::string error;
   if (!BuildMessages(o, &messages, &error)) return Usage(error);
-  uint64_t returned = 0;
-  client.SetReturnHandler([&returned](ReturnedMessage r) {
-    ++returned;
+  // Returns come on the client's thread, maybe after this function: shared, not on the stack.
+  auto returned = std::make_shared<std::atomic<uint64_t>>(0);
+  client.SetReturnHandler([returned](ReturnedMessage r) {
+    ++*returned;
     std::fprintf(stderr, "wharfctl: message returned: %s\n",
                  Printable(r.reason.ToString()).c_str());
   });
@@ -181,7 +186,7 @@ int Publish(Client& client, const PublishOptionsCli& o) {
   if (routed_nowhere > 0) {
     std::fprintf(stderr, "wharfctl: %llu message(s) reached no queue%s\n",
                  static_cast<unsigned long long>(routed_nowhere),
-                 returned ? " and were returned" : "");
+                 returned->load() > 0 ? " and were returned" : "");
   }
   return kExitOk;
 }
@@ -195,19 +200,38 @@ struct ConsumeOptions {
   bool separator_given = false;
 };
 
+// --requeue: a look that takes nothing, through Peek: no receive is counted, no lease taken,
+// nothing moves (a taken-and-nacked message would count toward x-max-attempts).
+int Look(Client& client, const ConsumeOptions& o, const std::string& separator) {
+  uint64_t shown = 0, after = 0;
+  while (shown < o.count) {
+    auto page = client.Peek(o.queue, after,
+                            static_cast<uint32_t>(std::min<uint64_t>(o.count - shown, 1000)), true);
+    if (!page.ok()) return Refused(page.status());
+    for (const PeekedMessage& m : page->messages) {
+      std::string error;
+      const std::string record =
+          o.json ? Dump(PeekedJson(o.queue, m, true), false) + "\n" : m.message.body + separator;
+      if (!WriteOut(record, &error)) {
+        std::fprintf(stderr, "wharfctl: cannot write to stdout: %s\n", error.c_str());
+        return kExitRefused;
+      }
+      ++shown;
+    }
+    if (!page->more || page->messages.empty()) break;
+    after = page->next_after;
+  }
+  if (shown == 0)
+    std::fprintf(stderr, "wharfctl: no ready message in queue '%s'\n", Printable(o.queue).c_str());
+  return kExitOk;
+}
+
+// Takes one message at a time, writes it, and acks it once written: a failed write puts back
+// that one message, not a batch.
 int Consume(Client& client, const ConsumeOptions& o) {
-  std::string separator = o.raw ? "" : "\n";
-  if (o.separator_given) {
-    auto parsed = ParseSeparator(o.separator);
-    if (!parsed)
-      return Usage("--separator '" + o.separator + "': use text with \\n \\t \\0 \\\\ \\xHH");
-    separator = *parsed;
-  }
-  if (o.raw && separator.empty() && o.count > 1) {
-    return Usage(
-        "--raw with --count above 1 needs --separator (e.g. --separator '\\0'), or the "
-        "bodies run together");
-  }
+  const std::string separator =
+      o.separator_given ? *ParseSeparator(o.separator) : (o.raw ? "" : "\n");
+  if (o.requeue) return Look(client, o, separator);
   uint64_t taken = 0;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(o.wait_s * 1000));
@@ -215,35 +239,29 @@ int Consume(Client& client, const ConsumeOptions& o) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() < 0) left = std::chrono::milliseconds(0);
-    auto batch = client.Receive(
-        o.queue, static_cast<uint32_t>(std::min<uint64_t>(o.count - taken, 1000)), left);
-    if (!batch.ok()) return Refused(batch.status());
-    if (batch->empty()) break;
-    for (size_t i = 0; i < batch->size(); ++i) {
-      const Delivery& d = (*batch)[i];
-      std::string record =
-          o.json ? Dump(DeliveryJson(d), false) + "\n" : d.message.body + separator;
-      std::string error;
-      if (!WriteOut(record, &error)) {
-        // Not written, so not taken: this one and the rest of the batch go back at once.
-        NackOptions back;
-        back.immediate = true;
-        // If a nack fails, the connection is gone and the broker gives them back anyway.
-        for (size_t j = i; j < batch->size(); ++j) {
-          if (!client.NackSync((*batch)[j].delivery_tag, back).ok()) break;
-        }
-        std::fprintf(stderr,
-                     "wharfctl: cannot write message %s to stdout (%s): not acked, it stays in "
-                     "queue '%s'\n",
-                     HexId(d.message.id).c_str(), error.c_str(), Printable(o.queue).c_str());
-        return kExitRefused;
-      }
+    auto one = client.Receive(o.queue, 1, left);
+    if (!one.ok()) return Refused(one.status());
+    if (one->empty()) break;
+    const Delivery& d = one->front();
+    const std::string record =
+        o.json ? Dump(DeliveryJson(d), false) + "\n" : d.message.body + separator;
+    std::string error;
+    if (!WriteOut(record, &error)) {
+      // Not written, so not acked: back at once, with why. (It was delivered: that receive
+      // counts, as a consumer that crashed on it would.)
       NackOptions back;
-      back.immediate = true;  // at once, at its position: wharfctl only looked
-      Status s = o.requeue ? client.NackSync(d.delivery_tag, back) : client.AckSync(d.delivery_tag);
-      if (!s.ok()) return Refused(s);
-      ++taken;
+      back.immediate = true;
+      back.error = "wharfctl could not write it to stdout: " + error;
+      const bool nacked = client.NackSync(d.delivery_tag, back).ok();  // else the close returns it
+      std::fprintf(stderr,
+                   "wharfctl: cannot write message %s to stdout (%s): not acked, %s queue '%s' "
+                   "(its receive count stays counted)\n",
+                   HexId(d.message.id).c_str(), error.c_str(),
+                   nacked ? "put back at once in" : "it goes back to", Printable(o.queue).c_str());
+      return kExitRefused;
     }
+    if (Status s = client.AckSync(d.delivery_tag); !s.ok()) return Refused(s);
+    ++taken;
   }
   if (taken == 0)
     std::fprintf(stderr, "wharfctl: no message in queue '%s'\n", Printable(o.queue).c_str());
@@ -335,7 +353,8 @@ void AddMessageCommands(CLI::App& app, Commands& commands) {
       ->excludes(message);
   publish->add_flag("--persistent", p->persistent, "kept on disk: confirmed once synced");
   publish->add_flag("--mandatory", p->mandatory, "returned if it reaches no queue");
-  publish->add_option("--header", p->headers, "a header K=V (repeatable; typed as --arg)");
+  publish->add_option("--header", p->headers, "a header K=V (repeatable; typed as --arg)")
+      ->check(TypedValueText());
   publish->add_option("--count", p->count, "publish it N times")->check(Unsigned(1, 10'000'000));
   publish->add_option("--content-type", p->content_type, "the content type property");
   publish->add_option("--ttl", p->ttl_ms, "expire it MS after publish")->check(Unsigned(1, kMaxMs));
@@ -344,14 +363,16 @@ void AddMessageCommands(CLI::App& app, Commands& commands) {
   publish
       ->add_option("--deliver-at", p->deliver_at,
                    "deliver it from TIME: Unix ms or UTC like 2027-01-31T08:00:00Z")
-      ->excludes(delay);
+      ->excludes(delay)
+      ->check(TimeText());
   publish->add_flag("--json", p->json, "print the message ids as JSON");
+  publish->callback([p, publish]() {
+    if (p->message_file.empty() && publish->get_option("routing_key")->count() == 0) {
+      throw CLI::ValidationError("publish needs EXCHANGE ROUTING_KEY [BODY] (or --message FILE)");
+    }
+  });
   commands.OnBroker(publish, [p, body](Client& client) {
     p->body_given = body->count() > 0;
-    if (p->message_file.empty() && p->routing_key.empty() && !p->body_given &&
-        p->exchange.empty()) {
-      return Usage("publish needs EXCHANGE ROUTING_KEY [BODY] (or --message FILE)");
-    }
     return Publish(client, *p);
   });
 
@@ -363,8 +384,9 @@ void AddMessageCommands(CLI::App& app, Commands& commands) {
   consume->add_option("--count,-n", c->count, "at most N messages (default 1)")
       ->check(Unsigned(1, 1'000'000));
   consume->add_option("--wait", c->wait_s, "wait this long for them (default 1)")
-      ->check(CLI::Range(0.0, 3600.0));
-  consume->add_flag("--requeue", c->requeue, "nack them back at once instead of acking (a look)");
+      ->check(Finite(0, 3600));
+  consume->add_flag("--requeue,--peek", c->requeue,
+                    "only look: print them without taking any (a peek: no receive counted)");
   CLI::Option* json = consume->add_flag("--json", c->json,
                                         "one JSON object a line: the message with its headers, "
                                         "properties, counters and payload (base64 if binary)");
@@ -372,13 +394,19 @@ void AddMessageCommands(CLI::App& app, Commands& commands) {
       ->excludes(json);
   consume
       ->add_option("--separator", c->separator,
-                   "written after each body (default a newline; none with --raw); \\0, "
-                   "\\n, \\t, \\xHH")
-      ->excludes(json);
-  commands.OnBroker(consume, [c, consume](Client& client) {
+                   "written after each body (default a newline, none with --raw): text with "
+                   "\\0, \\n, \\t, \\xHH")
+      ->excludes(json)
+      ->check(SeparatorText());
+  consume->callback([c, consume]() {
     c->separator_given = consume->get_option("--separator")->count() > 0;
-    return Consume(client, *c);
+    if (c->raw && !c->separator_given && c->count > 1) {
+      throw CLI::ValidationError(
+          "--raw with --count above 1 needs --separator (e.g. --separator '\\0'), or the "
+          "bodies run together");
+    }
   });
+  commands.OnBroker(consume, [c](Client& client) { return Consume(client, *c); });
 
   auto d = std::make_shared<DelayedOptions>();
   CLI::App* delayed = app.add_subcommand("delayed", "delayed messages: list, cancel");
@@ -386,12 +414,22 @@ void AddMessageCommands(CLI::App& app, Commands& commands) {
   CLI::App* list = delayed->add_subcommand("list", "QUEUE's delayed messages, soonest first");
   list->add_option("queue", d->queue, "the queue")->required();
   list->add_option("-n", d->limit, "per page (default 20)")->check(Unsigned(1, 1000));
-  list->add_option("--after", d->after, "DUE_MS:ID: continue after a listed message");
+  list->add_option("--after", d->after, "DUE_MS:ID: continue after a listed message")
+      ->check(Check("DUE_MS:ID", [](const std::string& text) -> std::string {
+        const size_t colon = text.find(':');
+        if (colon != std::string::npos && ParseTime(text.substr(0, colon)) &&
+            ParseMessageId(text.substr(colon + 1))) {
+          return "";
+        }
+        return "'" + text + "' is not DUE_MS:ID, as the last line of a listing shows";
+      }));
   list->add_flag("--json", d->json, "as JSON: {messages, more, next_after}");
   commands.OnBroker(list, [d](Client& client) { return ListDelayed(client, *d); });
   CLI::App* cancel = delayed->add_subcommand("cancel", "cancel a delayed message");
   cancel->add_option("queue", d->queue, "the queue")->required();
-  cancel->add_option("id", d->id, "the message id, in hex as published")->required();
+  cancel->add_option("id", d->id, "the message id, in hex as published")
+      ->required()
+      ->check(MessageIdText());
   commands.OnBroker(cancel, [d](Client& client) { return CancelDelayed(client, *d); });
 }
 

@@ -264,10 +264,12 @@ void AddRedriveCommands(CLI::App& app, Commands& commands) {
     c->add_flag("--json", o->json, "print the redrive as JSON");
   };
   add_start_options(redrive);
-  commands.OnBroker(redrive, [o](Client& client) {
-    if (o->queue.empty()) return Usage("redrive needs DLQ, 'status [DLQ]' or 'cancel DLQ'");
-    return StartRedrive(client, *o);
+  redrive->callback([o, redrive]() {
+    if (redrive->get_subcommands().empty() && o->queue.empty()) {
+      throw CLI::ValidationError("redrive needs DLQ, 'status [DLQ]' or 'cancel DLQ'");
+    }
   });
+  commands.OnBroker(redrive, [o](Client& client) { return StartRedrive(client, *o); });
   CLI::App* start = redrive->add_subcommand("start", "the same as redrive DLQ");
   start->add_option("dlq", o->queue, "the dead-letter queue")->required();
   add_start_options(start);
@@ -307,7 +309,7 @@ void AddRedriveCommands(CLI::App& app, Commands& commands) {
   CLI::App* requeue = app.add_subcommand(
       "requeue", "move one ready message by id back to the queue it died in, or to --to");
   requeue->add_option("queue", o->queue, "the queue it is in")->required();
-  requeue->add_option("id", o->id, "its id, in hex")->required();
+  requeue->add_option("id", o->id, "its id, in hex")->required()->check(MessageIdText());
   requeue->add_option("--to", o->to, "the queue it goes to");
   requeue->add_flag("--json", o->json, "print the result as JSON");
   commands.OnBroker(requeue, [o](Client& client) { return MoveMessages(client, *o, true); });

@@ -60,7 +60,8 @@ void AddBindingCommand(CLI::App& app, Commands& commands, const std::string& nam
       ->required();
   c->add_option("source", o->source, "the exchange that routes")->required();
   c->add_option("key", o->key, "routing key (a pattern for topic exchanges)");
-  c->add_option("--header", o->headers, "K=V a headers exchange matches on (repeatable)");
+  c->add_option("--header", o->headers, "K=V a headers exchange matches on (repeatable)")
+      ->check(TypedValueText());
   c->add_option("--match", o->match, "headers exchanges: all or any of the headers")
       ->check(CLI::IsMember({"all", "any"}));
   commands.OnBroker(c, [o, bind, to_exchange](Client& client) {
@@ -94,13 +95,20 @@ void AddTopologyCommands(CLI::App& app, Commands& commands) {
   declare->add_flag("--exclusive", q->exclusive,
                     "owned by this connection (gone when wharfctl exits)");
   declare->add_flag("--auto-delete", q->auto_delete, "deleted when its last consumer goes");
-  declare->add_option("--arg", q->args,
-                      "a queue argument K=V (repeatable), typed: 1000 is an integer, true a "
-                      "boolean, K:string=1000 a string; e.g. x-max-length=1000, "
-                      "x-dead-letter-queue=orders.dlq, x-lease-ms=30000, x-max-attempts=5");
-  declare->add_option("--arguments", q->arguments,
-                      "the arguments as a JSON object, e.g. '{\"x-max-length\": 1000}' (--arg "
-                      "adds to it)");
+  declare
+      ->add_option("--arg", q->args,
+                   "a queue argument K=V (repeatable), typed: 1000 is an integer, true a "
+                   "boolean, K:string=1000 a string; e.g. x-max-length=1000, "
+                   "x-dead-letter-queue=orders.dlq, x-lease-ms=30000, x-max-attempts=5")
+      ->check(TypedValueText());
+  declare
+      ->add_option("--arguments", q->arguments,
+                   "the arguments as a JSON object, e.g. '{\"x-max-length\": 1000}' (--arg "
+                   "adds to it)")
+      ->check(Check("JSON", [](const std::string& text) {
+        Headers scratch;
+        return ReadArguments({}, text, &scratch);
+      }));
   declare->add_flag("--json", q->json, "print the queue as JSON");
   commands.OnBroker(declare, [q](Client& client) {
     QueueSpec spec;

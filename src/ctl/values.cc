@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -11,6 +12,39 @@
 #include "ctl/json.h"
 
 namespace wharf::ctl {
+
+CLI::Validator Check(std::string name, std::function<std::string(const std::string&)> problem) {
+  return CLI::Validator([problem](std::string& text) { return problem(text); }, std::move(name));
+}
+
+CLI::Validator SeparatorText() {
+  return Check("SEP", [](const std::string& text) -> std::string {
+    if (ParseSeparator(text)) return "";
+    return "'" + text + "' is not a separator: text with \\n \\t \\r \\0 \\\\ \\xHH";
+  });
+}
+
+CLI::Validator TimeText() {
+  return Check("TIME", [](const std::string& text) -> std::string {
+    if (ParseTime(text)) return "";
+    return "'" + text + "' is not Unix ms or a UTC time like 2027-01-31T08:00:00Z";
+  });
+}
+
+CLI::Validator MessageIdText() {
+  return Check("ID", [](const std::string& text) -> std::string {
+    if (ParseMessageId(text)) return "";
+    return "'" + text + "' is not a hex message id like 0190a3c5e2f40001";
+  });
+}
+
+CLI::Validator TypedValueText() {
+  return Check("K=V", [](const std::string& text) -> std::string {
+    Headers scratch;
+    std::string error;
+    return ParseTypedValue(text, &scratch, &error) ? "" : error;
+  });
+}
 
 bool ParseTypedValue(const std::string& kv, wharf::Headers* out, std::string* error) {
   const size_t eq = kv.find('=');
@@ -38,16 +72,25 @@ bool ParseTypedValue(const std::string& kv, wharf::Headers* out, std::string* er
     char* end = nullptr;
     errno = 0;
     double d = std::strtod(value.c_str(), &end);
-    if (errno != 0 || *end != '\0') return std::nullopt;
+    if (errno != 0 || *end != '\0' || !std::isfinite(d)) return std::nullopt;
     return d;
   };
   if (type.empty()) {
-    if (auto n = integer()) {
+    // Only a number written as it would print is taken for one: 1000 and 1.5 are numbers,
+    // 01234 (a zip code) and 1.10 (a version) stay the text they are.
+    auto canonical_double = [&]() -> std::optional<double> {
+      auto d = real();
+      if (!d || value.find('.') == std::string::npos) return std::nullopt;
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
+      if (ec != std::errc() || std::string_view(buf, end - buf) != value) return std::nullopt;
+      return d;
+    };
+    if (auto n = integer(); n && std::to_string(*n) == value) {
       (*out)[key] = *n;
     } else if (value == "true" || value == "false") {
       (*out)[key] = value == "true";
-    } else if (auto d = real(); d && value.find_first_of(".eE") != std::string::npos &&
-                                value.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    } else if (auto d = canonical_double()) {
       (*out)[key] = *d;
     } else {
       (*out)[key] = value;
@@ -80,10 +123,26 @@ std::optional<int64_t> ParseTime(const std::string& text) {
   int64_t ms = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
   if (!text.empty() && ec == std::errc() && end == text.data() + text.size()) return ms;
+  // Exactly YYYY-MM-DDTHH:MM:SS, a real date (no February 30th, no second 60).
   std::tm tm{};
   int millis = 0;
+  if (text.size() < 20 || text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' ||
+      text[16] != ':') {
+    return std::nullopt;
+  }
+  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18}) {
+    if (text[i] < '0' || text[i] > '9') return std::nullopt;
+  }
   const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!rest) return std::nullopt;
+  if (rest != text.c_str() + 19) return std::nullopt;
+  const std::tm given = tm;
+  const time_t seconds = timegm(&tm);  // normalises an impossible date...
+  std::tm back{};
+  if (!gmtime_r(&seconds, &back) || back.tm_year != given.tm_year || back.tm_mon != given.tm_mon ||
+      back.tm_mday != given.tm_mday || back.tm_hour != given.tm_hour ||
+      back.tm_min != given.tm_min || back.tm_sec != given.tm_sec) {
+    return std::nullopt;  // ...which shows as a difference
+  }
   if (*rest == '.') {
     for (int i = 1; i <= 3; ++i) {
       if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
@@ -92,7 +151,7 @@ std::optional<int64_t> ParseTime(const std::string& text) {
     rest += 4;
   }
   if (std::string_view(rest) != "Z") return std::nullopt;
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
+  return static_cast<int64_t>(seconds) * 1000 + millis;
 }
 
 std::string FormatTime(int64_t ms) {

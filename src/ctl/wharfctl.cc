@@ -2,11 +2,14 @@
 // (server, user, password from flags, WHARF_* variables or a config file), help, version,
 // completion, and running the chosen command. The commands are in topology.cc,
 // messages.cc, inspect.cc, redrive.cc and users.cc.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string>
 
@@ -119,6 +122,59 @@ std::string BashCompletion(const CLI::App& app) {
          "complete -F _wharfctl wharfctl\n";
 }
 
+// The connection settings, first found wins: the flags, WHARF_SERVER / WHARF_USER /
+// WHARF_PASSWORD, the config file (--config, else $WHARFCTL_CONFIG, both of which must exist,
+// else the default path when it exists). The problem, or "".
+std::string ResolveConnection(const CLI::Option* server_flag, const CLI::Option* user_flag,
+                              const CLI::Option* password_flag, const CLI::Option* config_flag,
+                              Global* global) {
+  std::string path = config_flag->count() > 0 ? config_flag->as<std::string>() : "";
+  bool must_exist = !path.empty();
+  if (path.empty()) {
+    if (const char* env = std::getenv("WHARFCTL_CONFIG"); env && *env) {
+      path = env;
+      must_exist = true;
+    } else {
+      path = DefaultConfigPath();
+    }
+  }
+  std::map<std::string, std::string> file;
+  if (!path.empty() && (must_exist || ::access(path.c_str(), F_OK) == 0)) {
+    try {
+      for (const CLI::ConfigItem& item : CLI::ConfigTOML().from_file(path)) {
+        const std::string key = item.fullname();
+        if (key != "server" && key != "user" && key != "password") {
+          return "config file " + path + ": unknown key '" + key +
+                 "' (it takes server, user, password)";
+        }
+        file[key] = item.inputs.empty() ? "" : item.inputs.front();
+      }
+    } catch (const CLI::Error& e) {
+      return "config file " + path + ": " + e.what();
+    }
+    if (file.count("password")) WarnIfReadableByOthers(path);
+  }
+  auto pick = [&](const CLI::Option* flag, const char* env, const char* key, std::string* out) {
+    if (flag->count() > 0) return;
+    if (const char* value = std::getenv(env); value && *value) {
+      *out = value;
+    } else if (file.count(key)) {
+      *out = file[key];
+    }
+  };
+  pick(server_flag, "WHARF_SERVER", "server", &global->server);
+  pick(user_flag, "WHARF_USER", "user", &global->user);
+  pick(password_flag, "WHARF_PASSWORD", "password", &global->password);
+  std::string host;
+  uint16_t port = 0;
+  if (!ParseHostPort(global->server, &host, &port)) {
+    return "server '" + global->server +
+           "' (from WHARF_SERVER or the config file) is not HOST:PORT with a port from 1 to "
+           "65535";
+  }
+  return "";
+}
+
 int Run(int argc, char** argv) {
   CLI::App app("wharfctl " WHARF_VERSION ": inspect and operate a Wharf broker", "wharfctl");
   app.footer(kFooter);
@@ -128,23 +184,19 @@ int Run(int argc, char** argv) {
   app.fallthrough();  // global options after the command work too
 
   Global global;
-  app.add_option("--server", global.server, "the broker's native listener")
-      ->envname("WHARF_SERVER")
-      ->check(HostPort())
-      ->capture_default_str();
-  app.add_option("--user", global.user, "log in as this user (default: the loopback guest)")
-      ->envname("WHARF_USER");
-  app.add_option("--password", global.password, "the user's password")->envname("WHARF_PASSWORD");
-  // WHARFCTL_CONFIG names a file that must exist; the default one is read when it does.
-  const char* config_env = std::getenv("WHARFCTL_CONFIG");
-  const bool config_named = config_env && *config_env;
-  const std::string default_config = config_named ? config_env : DefaultConfigPath();
-  CLI::Option* config =
-      app.set_config("--config", default_config,
+  std::string config_path;
+  CLI::Option* server_flag =
+      app.add_option("--server", global.server, "the broker's native listener")
+          ->check(HostPort())
+          ->capture_default_str();
+  CLI::Option* user_flag =
+      app.add_option("--user", global.user, "log in as this user (default: the loopback guest)");
+  CLI::Option* password_flag = app.add_option("--password", global.password, "the user's password");
+  CLI::Option* config_flag =
+      app.add_option("--config", config_path,
                      "a TOML file with server, user, password (default: $WHARFCTL_CONFIG, or " +
                          (DefaultConfigPath().empty() ? std::string("none") : DefaultConfigPath()) +
-                         " when it exists)",
-                     config_named);
+                         " when it exists)");
 
   Commands commands;
   AddInspectCommands(app, commands);
@@ -195,8 +247,10 @@ int Run(int argc, char** argv) {
   const auto* action = commands.Broker(chosen);
   if (!action) return Usage("'" + CommandPath(chosen) + "' needs a subcommand");
 
-  if (config->count() > 0 || !default_config.empty()) {
-    WarnIfReadableByOthers(config->count() > 0 ? config->as<std::string>() : default_config);
+  if (std::string error =
+          ResolveConnection(server_flag, user_flag, password_flag, config_flag, &global);
+      !error.empty()) {
+    return Usage(error);
   }
   wharf::ClientOptions options;
   options.client_name = "wharfctl";
@@ -215,6 +269,11 @@ int Run(int argc, char** argv) {
                                                                      : kExitRefused;
   }
   int rc = (*action)(**client);
+  // Tables and text too: what stdout could not take is a failure, not a silent success.
+  if (rc == kExitOk && (std::fflush(stdout) != 0 || std::ferror(stdout))) {
+    std::fprintf(stderr, "wharfctl: cannot write to stdout\n");
+    rc = kExitRefused;
+  }
   (*client)->Close();
   return rc;
 }
@@ -226,6 +285,17 @@ int main(int argc, char** argv) {
   // A closed stdout (wharfctl consume | head -1) is a write error the command handles (it
   // does not ack what it could not write), not a signal that kills it mid-way.
   std::signal(SIGPIPE, SIG_IGN);
+  // A closed standard descriptor would be taken by the next file or socket opened: stdout
+  // writes would go into the broker connection. A closed stdin or stderr gets /dev/null; a
+  // closed stdout is an error, since nothing printed could be seen (or acked as seen).
+  for (int fd : {STDIN_FILENO, STDERR_FILENO}) {
+    if (::fcntl(fd, F_GETFD) == -1) ::open("/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY);
+  }
+  if (::fcntl(STDOUT_FILENO, F_GETFD) == -1) {
+    std::fprintf(stderr, "wharfctl: stdout is closed: nothing it prints could be read\n");
+    ::open("/dev/null", O_WRONLY);  // keeps descriptor 1 from the sockets meanwhile
+    return wharf::ctl::kExitRefused;
+  }
   try {
     return wharf::ctl::Run(argc, argv);
   } catch (const std::exception& e) {

@@ -65,15 +65,19 @@ TEST(Wharfctl, ConsumeWritesBinaryBodiesWholeAndAcksOnlyWhatWasWritten) {
   EXPECT_EQ(code, 1);
   EXPECT_NE(err.find("not acked"), std::string::npos) << err;
   EXPECT_EQ(Ready(*client, "q"), 1u);
-  // A reader that goes away after the first byte takes that message only.
+  // A closed stdout takes nothing, so nothing is acked. (A pipe takes bytes before its reader
+  // reads them: `| head -1` may lose what it never reads; docs/operations.md says so.)
   for (const char* body : {"m2", "m3"}) {
     m.body = body;
     ASSERT_TRUE(client->Publish("", "q", m).ok());
   }
   RunCommand(std::string(WHARFCTL_PATH) + " --server " + server.address() +
-                 " consume q --count 3 2>/dev/null | head -c 1 >/dev/null",
+                 " consume q --count 3 2>/dev/null >&-",
              &code);
-  EXPECT_EQ(Ready(*client, "q"), 2u) << "the one head read is gone, the rest are not";
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(Ready(*client, "q"), 3u);
+  CtlStdout(server, "consume q", &code);  // "keep me"
+  EXPECT_EQ(code, 0);
 
   // Several bodies with a record separator; --raw alone would run them together.
   out = CtlStdout(server, "consume q --count 5 --separator '\\0'", &code);
@@ -81,6 +85,34 @@ TEST(Wharfctl, ConsumeWritesBinaryBodiesWholeAndAcksOnlyWhatWasWritten) {
   EXPECT_EQ(out, std::string("m2\0m3\0", 6));
   CtlStdout(server, "consume q --count 2 --raw 2>/dev/null", &code);
   EXPECT_EQ(code, 2);
+
+  // Tables that stdout cannot take are a failure too.
+  RunCommand(std::string(WHARFCTL_PATH) + " --server " + server.address() +
+                 " queues >/dev/full 2>/dev/null",
+             &code);
+  EXPECT_EQ(code, 1);
+}
+
+// --requeue only looks: no receive is counted, so even a queue that dead-letters at the
+// first failed attempt keeps the message however often it is looked at.
+TEST(Wharfctl, RequeueOnlyLooksAndCountsNoReceive) {
+  testing::TestServer server;
+  int code = -1;
+  CtlStdout(server, "declare-queue q.dlq", &code);
+  CtlStdout(server, "declare-queue q --arg x-max-attempts=1 --arg x-dead-letter-queue=q.dlq",
+            &code);
+  ASSERT_EQ(code, 0);
+  CtlStdout(server, "publish '' q look", &code);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(CtlStdout(server, "consume q --requeue", &code), "look\n");
+    EXPECT_EQ(code, 0);
+  }
+  nlohmann::json page = ParseJson(CtlStdout(server, "peek q --json", &code));
+  ASSERT_EQ(page["messages"].size(), 1u) << page;
+  EXPECT_EQ(page["messages"][0]["receive_count"], 0);
+  nlohmann::json looked = ParseJson(CtlStdout(server, "get q --peek --json", &code));
+  EXPECT_EQ(looked["payload"], "look");
+  EXPECT_EQ(CtlStdout(server, "consume q", &code), "look\n") << "still there to take";
 }
 
 TEST(Wharfctl, JsonIsValidTypedAndABinaryMessageRoundTripsThroughPeekAndPublish) {
@@ -188,6 +220,15 @@ TEST(Wharfctl, FlagsAreCheckedNotIgnored) {
     EXPECT_EQ(code, 2) << bad;
   }
   EXPECT_EQ(Ready(*client, "q"), 2u);
+  // Every value is checked before wharfctl connects: with no broker, still a usage error.
+  for (const char* bad :
+       {"consume q --separator '\\q'", "publish '' q x --deliver-at 2027-02-30T00:00:00Z",
+        "publish '' q x --header k:int=abc", "declare-queue q --arguments '[1]'",
+        "delayed cancel q not-hex", "requeue q xyz", "redrive", "publish", "consume q --wait nan",
+        "consume q --raw --count 2"}) {
+    RunCommand(std::string(WHARFCTL_PATH) + " --server 127.0.0.1:1 " + bad + " 2>/dev/null", &code);
+    EXPECT_EQ(code, 2) << bad;
+  }
   err = RunCommand(std::string(WHARFCTL_PATH) + " --server 127.0.0.1:70000 queues 2>&1", &code);
   EXPECT_EQ(code, 2);
   EXPECT_NE(err.find("70000"), std::string::npos) << err;
@@ -251,6 +292,16 @@ TEST(Wharfctl, ConnectionFromTheEnvironmentOrAConfigFile) {
   EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
   RunCommand(ctl + " --config " + dir + "/missing.toml queues 2>/dev/null", &code);
   EXPECT_EQ(code, 2) << "a config file named but missing";
+  // The environment wins over the file.
+  const std::string elsewhere = WriteFile(dir + "/elsewhere.toml", "server = \"127.0.0.1:1\"\n");
+  out = RunCommand(
+      "WHARF_SERVER=" + server.address() + " " + ctl + " --config " + elsewhere + " queues --json",
+      &code);
+  EXPECT_EQ(code, 0) << out;
+  WriteFile(dir + "/typo.toml", "sever = \"127.0.0.1:1\"\n");
+  std::string typo = RunCommand(ctl + " --config " + dir + "/typo.toml queues 2>&1", &code);
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(typo.find("sever"), std::string::npos) << typo;
   std::filesystem::remove_all(dir);
 }
 

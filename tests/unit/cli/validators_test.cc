@@ -25,6 +25,13 @@ TEST(CliValidators, UnsignedRefusesSignsWrapAndOctal) {
   EXPECT_NE(Check(Integer(-5, 5), "-6").first, "");
 }
 
+TEST(CliValidators, FiniteRefusesNanAndInfinity) {
+  EXPECT_EQ(Check(Finite(0, 3600), "1.5").first, "");
+  for (const char* bad : {"nan", "inf", "-1", "3601", "", "1x"}) {
+    EXPECT_NE(Check(Finite(0, 3600), bad).first, "") << bad;
+  }
+}
+
 TEST(CliValidators, HostPortNeedsAPortInRange) {
   std::string host;
   uint16_t port = 0;

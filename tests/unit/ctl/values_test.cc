@@ -22,6 +22,12 @@ TEST(CtlValues, TypedValuesAndExplicitTypes) {
   EXPECT_EQ(h["x"], HeaderValue(2.0));
   EXPECT_EQ(h["t"], HeaderValue(false));
   EXPECT_EQ(h["empty"], HeaderValue(std::string()));
+  // Only numbers written as they print are numbers.
+  for (const char* kv : {"zip=01234", "ver=1.10", "plus=+5", "hex=0x10", "exp=1e3", "nan=nan"}) {
+    ASSERT_TRUE(ParseTypedValue(kv, &h, &error)) << kv;
+    const std::string key(kv, std::string_view(kv).find('='));
+    EXPECT_TRUE(std::holds_alternative<std::string>(h[key])) << kv;
+  }
   EXPECT_FALSE(ParseTypedValue("novalue", &h, &error));
   EXPECT_FALSE(ParseTypedValue("=v", &h, &error));
   EXPECT_FALSE(ParseTypedValue("k:int=abc", &h, &error));
@@ -39,6 +45,11 @@ TEST(CtlValues, SeparatorsTimesAndIds) {
   EXPECT_EQ(ParseTime("2027-01-31T08:00:00.250Z"), 1801382400250);
   EXPECT_EQ(ParseTime("1801382400250"), 1801382400250);
   EXPECT_FALSE(ParseTime("2027-01-31 08:00").has_value());
+  EXPECT_FALSE(ParseTime("2027-02-30T00:00:00Z").has_value()) << "no February 30th";
+  EXPECT_FALSE(ParseTime("2027-01-31T08:00:60Z").has_value());
+  EXPECT_FALSE(ParseTime("2027-1-31T08:00:00Z").has_value());
+  EXPECT_FALSE(ParseTime("2027-01-31T08:00:00").has_value()) << "UTC only: the Z is required";
+  EXPECT_EQ(ParseTime("2028-02-29T00:00:00Z"), 1835395200000) << "a leap day is a day";
   EXPECT_EQ(FormatTime(1801382400250), "2027-01-31T08:00:00.250Z");
   EXPECT_EQ(ParseMessageId("0x0190a3c5e2f40001"), 0x0190a3c5e2f40001u);
   EXPECT_FALSE(ParseMessageId("12345678901234567").has_value());
