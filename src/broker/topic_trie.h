@@ -5,18 +5,26 @@
 // and '#' matches zero or more words. Words may be empty ("a..b" has three words). As in
 // RabbitMQ, the empty string has no words at all: "#" matches it, "*" does not.
 //
-// Patterns share prefixes in a trie, so matching costs about the key's length times the number
-// of wildcard branches taken, not the number of bindings (see bench/topic_bench.cc).
+// Patterns share prefixes in a trie. Match walks it word by word with the set of trie nodes the
+// key's words so far can have reached (like a set-of-states NFA run): for each word, every active
+// node advances by a literal lookup and by its '*' child, a '#' node also stays active (it
+// swallows the word), and entering a node enters its '#' child too ('#' may match zero words).
+// A node enters the set at most once per word position, so a match costs at most
+// (words + 1) x (trie nodes) node visits, whatever the patterns: no backtracking, no recursion.
+// In practice the set holds only the nodes the key can still reach, so a key costs about its
+// length times the wildcard branches it keeps open, not the number of bindings
+// (bench/topic_bench.cc; docs/benchmarks.md, "Topic routing worst case").
 //
-// Thread safety: not thread-safe; owned by its exchange (broker thread).
+// Thread safety: not thread-safe, not even Match (it marks the nodes it visits); owned by its
+// exchange (broker thread).
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace wharf::broker {
@@ -42,7 +50,13 @@ class TopicTrie {
     Node* node = &root_;
     for (std::string_view word : SplitTopicWords(pattern)) {
       auto& child = node->children[std::string(word)];
-      if (!child) child = std::make_unique<Node>();
+      if (!child) {
+        child = std::make_unique<Node>();
+        child->is_hash = word == "#";
+        if (word == "#") node->hash = child.get();
+        if (word == "*") node->star = child.get();
+        ++node_count_;
+      }
       node = child.get();
     }
     node->values.push_back(value);
@@ -58,15 +72,48 @@ class TopicTrie {
   }
 
   // Calls emit(value) once for every (pattern, value) pair that matches; a value bound by two
-  // matching patterns is emitted twice, so callers that need uniqueness deduplicate.
+  // matching patterns is emitted twice, so callers that need uniqueness deduplicate. Returns the
+  // number of node visits the walk made: at most (words + 1) x node_count() (tests check it).
   template <typename Emit>
-  void Match(std::string_view routing_key, Emit&& emit) const {
-    auto words = SplitTopicWords(routing_key);
-    Visited visited;
-    MatchAt(&root_, words, 0, emit, visited);
+  size_t Match(std::string_view routing_key, Emit&& emit) const {
+    const auto words = SplitTopicWords(routing_key);
+    std::vector<const Node*> active;
+    std::vector<const Node*> next;
+    size_t visits = 0;
+    uint64_t stamp = ++stamp_;
+    // Puts `node` in `into` unless it is there already this step, and with it its chain of '#'
+    // children (each may match zero words). A marked node's '#' child was marked with it.
+    auto enter = [&visits, &stamp](const Node* node, std::vector<const Node*>& into) {
+      for (; node != nullptr && node->stamp != stamp; node = node->hash) {
+        node->stamp = stamp;
+        into.push_back(node);
+        ++visits;
+      }
+    };
+    enter(&root_, active);
+    for (std::string_view word : words) {
+      if (active.empty()) break;
+      stamp = ++stamp_;
+      next.clear();
+      // "*" and "#" children are wildcards, so a key word spelled "*" or "#" only reaches them
+      // through the wildcard paths, never as a literal.
+      const bool literal = word != "*" && word != "#";
+      for (const Node* node : active) {
+        if (node->is_hash) enter(node, next);  // '#' swallows this word too
+        if (literal && node->HasLiterals()) enter(node->Child(word), next);
+        enter(node->star, next);
+      }
+      active.swap(next);
+    }
+    for (const Node* node : active) {
+      for (const T& value : node->values) emit(value);
+    }
+    return visits;
   }
 
   size_t size() const { return size_; }
+  // Trie nodes, the root included: the bound on the nodes a match visits per word.
+  size_t node_count() const { return node_count_; }
 
  private:
   // Lets lookups take a string_view without building a std::string.
@@ -79,50 +126,19 @@ class TopicTrie {
     // Literal words, "*" and "#" are all children keyed by their text.
     std::unordered_map<std::string, std::unique_ptr<Node>, WordHash, std::equal_to<>> children;
     std::vector<T> values;
+    Node* hash = nullptr;        // children["#"], if any
+    Node* star = nullptr;        // children["*"], if any
+    bool is_hash = false;        // this node is a pattern's '#' word
+    mutable uint64_t stamp = 0;  // the Match step that last entered it
     bool Empty() const { return children.empty() && values.empty(); }
+    bool HasLiterals() const { return children.size() > (hash ? 1u : 0u) + (star ? 1u : 0u); }
     const Node* Child(std::string_view word) const {
       auto it = children.find(word);
       return it == children.end() ? nullptr : it->second.get();
     }
   };
 
-  // (hash node, word position) states already explored. Different ways of splitting the key
-  // between '#' words meet only on entering a '#' node at the same position, so remembering
-  // those states makes matching polynomial (and emits each pattern once) even for patterns
-  // like "#.#.#.#" against long keys.
-  struct StateHash {
-    size_t operator()(const std::pair<const Node*, size_t>& s) const {
-      return std::hash<const void*>{}(s.first) ^ (s.second * 0x9e3779b97f4a7c15ull);
-    }
-  };
-  using Visited = std::unordered_set<std::pair<const Node*, size_t>, StateHash>;
-
-  template <typename Emit>
-  static void MatchAt(const Node* node, const std::vector<std::string_view>& words, size_t i,
-                      Emit& emit, Visited& visited) {
-    if (const Node* hash = node->Child("#")) {
-      // '#' swallows zero or more words: continue from every position i..n.
-      for (size_t j = i; j <= words.size(); ++j) {
-        if (!visited.emplace(hash, j).second) continue;
-        MatchAt(hash, words, j, emit, visited);
-      }
-    }
-    if (i == words.size()) {
-      for (const T& value : node->values) emit(value);
-      return;
-    }
-    // "*" and "#" children are wildcards, so a key word spelled "*" or "#" only reaches them
-    // through the wildcard paths, never as a literal.
-    if (words[i] != "*" && words[i] != "#") {
-      if (const Node* literal = node->Child(words[i])) {
-        MatchAt(literal, words, i + 1, emit, visited);
-      }
-    }
-    if (const Node* star = node->Child("*")) MatchAt(star, words, i + 1, emit, visited);
-  }
-
-  static bool RemoveAt(Node* node, const std::vector<std::string_view>& words, size_t i,
-                       const T& value) {
+  bool RemoveAt(Node* node, const std::vector<std::string_view>& words, size_t i, const T& value) {
     if (i == words.size()) {
       auto it = std::find(node->values.begin(), node->values.end(), value);
       if (it == node->values.end()) return false;
@@ -132,12 +148,19 @@ class TopicTrie {
     auto child = node->children.find(words[i]);
     if (child == node->children.end()) return false;
     if (!RemoveAt(child->second.get(), words, i + 1, value)) return false;
-    if (child->second->Empty()) node->children.erase(child);
+    if (child->second->Empty()) {
+      if (child->second.get() == node->hash) node->hash = nullptr;
+      if (child->second.get() == node->star) node->star = nullptr;
+      node->children.erase(child);
+      --node_count_;
+    }
     return true;
   }
 
   Node root_;
   size_t size_ = 0;
+  size_t node_count_ = 1;       // the root
+  mutable uint64_t stamp_ = 0;  // one per Match step; never wraps in practice
 };
 
 }  // namespace wharf::broker

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -313,6 +315,61 @@ TEST(TopicTrie, RemoveWithEmptyWordsAndEmptyPattern) {
   EXPECT_EQ(trie.size(), 0u);
 }
 
+TEST(TopicTrie, NodeCountFollowsAddAndRemove) {
+  TopicTrie<int> trie;
+  EXPECT_EQ(trie.node_count(), 1u);  // the root
+  trie.Add("a.#.b", 1);
+  trie.Add("a.*", 2);
+  EXPECT_EQ(trie.node_count(), 5u);
+  EXPECT_TRUE(trie.Remove("a.#.b", 1));
+  EXPECT_EQ(trie.node_count(), 3u);
+  EXPECT_TRUE(trie.Remove("a.*", 2));
+  EXPECT_EQ(trie.node_count(), 1u);
+  EXPECT_TRUE(Matches(trie, "a.x").empty());
+}
+
+// Issue 15: 100 '#'-heavy patterns against a 127-word key that matches none of them. Matching
+// used to try the splits of the key between the '#' words (536 ms of broker thread per publish
+// in the report); it must visit each trie node at most once per word position.
+TEST(TopicTrie, HashHeavyPatternsCostAtMostOneVisitPerNodeAndWord) {
+  TopicTrie<int> trie;
+  for (int i = 0; i < 100; ++i) {
+    std::string pattern;
+    if (i % 2 == 0) {
+      // "#.#.#.a.#.#.b.#" style, the literals spelling i in binary so patterns part early.
+      pattern = "#.#.#";
+      for (int bit = 0; bit < 7; ++bit) pattern += ((i >> bit) & 1) ? ".a.#.#" : ".b.#.#";
+    } else {
+      // "#.x.#.x.#..." style, with a different number of x's.
+      pattern = "#";
+      for (int x = 0; x < 3 + i % 11; ++x) pattern += ".x.#";
+    }
+    trie.Add(pattern + ".end", i);  // no key word is "end": nothing matches
+  }
+  std::string key;
+  std::mt19937 random(15);
+  for (int i = 0; i < 127; ++i) {
+    if (i > 0) key += '.';
+    key += "abx"[random() % 3];
+  }
+  ASSERT_EQ(SplitTopicWords(key).size(), 127u);
+  std::vector<int> out;
+  size_t visits = trie.Match(key, [&out](int v) { out.push_back(v); });
+  EXPECT_TRUE(out.empty());
+  EXPECT_LE(visits, 128 * trie.node_count());
+  // Most of the trie stays reachable all along: the walk does real work, just not exponential.
+  EXPECT_GT(visits, 127u * 100);
+
+  // The same key ending in "end" matches every pattern, each once.
+  std::vector<int> all;
+  visits = trie.Match(key + ".end", [&all](int v) { all.push_back(v); });
+  std::sort(all.begin(), all.end());
+  std::vector<int> expected(100);
+  for (int i = 0; i < 100; ++i) expected[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(all, expected);
+  EXPECT_LE(visits, 129 * trie.node_count());
+}
+
 // A straightforward reference matcher, to check the trie against.
 bool ReferenceMatch(const std::vector<std::string_view>& pattern, size_t p,
                     const std::vector<std::string_view>& key, size_t k) {
@@ -386,6 +443,53 @@ TEST(TopicTrie, TenThousandBindingsMatchLikeTheReference) {
       }
     }
     EXPECT_EQ(Matches(trie, key), expected) << "key '" << key << "'";
+  }
+}
+
+// Random patterns and keys (fixed seed) over a small alphabet with empty words, '*' and '#', any
+// number of '#' per pattern ("#.#", "*.#", leading and trailing '#'): each pattern alone, and all
+// of them in one trie, match exactly as the reference says, each matching pattern emitted once.
+TEST(TopicTrie, RandomPatternsAndKeysMatchLikeTheReference) {
+  std::mt19937 random(20261201);
+  auto pick = [&random](size_t n) { return static_cast<size_t>(random() % n); };
+  auto make = [&](const std::vector<std::string>& alphabet, size_t max_words) {
+    std::string text;
+    size_t length = pick(max_words + 1);
+    for (size_t i = 0; i < length; ++i) {
+      if (i > 0) text += '.';
+      text += alphabet[pick(alphabet.size())];
+    }
+    return text;
+  };
+  const std::vector<std::string> pattern_words = {"a", "b", "", "*", "#", "#", "*"};
+  const std::vector<std::string> key_words = {"a", "b", "", "c", "*", "#"};
+  std::vector<std::string> patterns = {"#",     "#.#",   "*.#",     "#.*",   "#.a",   "a.#",
+                                       "#.a.#", "#.#.#", "#..#",    ".#",    "#.",    "*.*.#",
+                                       "#.*.#", "",      "#.#.a.#", "a.#.#", "#.*.*", "*"};
+  while (patterns.size() < 2000) patterns.push_back(make(pattern_words, 6));
+  std::vector<std::string> keys = {"", ".", "..", "a", "#", "*", "a.b", "a..b"};
+  while (keys.size() < 300) keys.push_back(make(key_words, 9));
+
+  TopicTrie<int> all;
+  for (size_t i = 0; i < patterns.size(); ++i) all.Add(patterns[i], static_cast<int>(i));
+  for (const std::string& key : keys) {
+    auto words = SplitTopicWords(key);
+    std::vector<int> expected;
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      bool match = ReferenceMatch(SplitTopicWords(patterns[i]), 0, words, 0);
+      if (match) expected.push_back(static_cast<int>(i));
+      if (i < 200) {
+        TopicTrie<int> one;
+        one.Add(patterns[i], 1);
+        EXPECT_EQ(Matches(one, key), match ? std::vector<int>{1} : std::vector<int>{})
+            << "pattern '" << patterns[i] << "' key '" << key << "'";
+      }
+    }
+    std::vector<int> got;
+    size_t visits = all.Match(key, [&got](int v) { got.push_back(v); });
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << "key '" << key << "'";
+    EXPECT_LE(visits, (words.size() + 1) * all.node_count()) << "key '" << key << "'";
   }
 }
 
