@@ -22,6 +22,7 @@ work=$(mktemp -d /tmp/wharf-deb.XXXXXX)
 chmod 755 "$work"
 cleanup() {
   stop_wharfd || true
+  [ -d /run/systemd/system ] && systemctl stop wharfd > /dev/null 2>&1 || true
   dpkg -P wharf > /dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -55,6 +56,13 @@ if command -v deb-systemd-helper > /dev/null; then
   [ -L /etc/systemd/system/multi-user.target.wants/wharfd.service ] || fail "the unit is not enabled"
 fi
 [ -f /usr/share/doc/wharf/packaging.md ] || fail "docs not in /usr/share/doc/wharf"
+
+# Where systemd runs, the package's postinst started the service on /var/lib/wharf: that is
+# the real thing working; stop it, so the wharfd below is the only one on that data.
+if [ -d /run/systemd/system ]; then
+  systemctl is-active --quiet wharfd && echo "   (systemd started wharfd.service: stopping it)"
+  systemctl stop wharfd || fail "systemctl stop wharfd"
+fi
 
 echo "== the installed wharfd as user wharf"
 chown wharf:wharf "$work"
