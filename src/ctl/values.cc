@@ -1,4 +1,5 @@
 // ctl/values.cc: what wharfctl reads off its command line and how it writes (ctl/ctl.h).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -232,31 +233,15 @@ bool WriteOut(std::string_view bytes, std::string* error) {
 }
 
 std::string Printable(std::string_view text) {
-  const bool utf8 = IsUtf8(text);
+  // fmt's debug format, as the logs use (common/log_safe.h): control bytes and invalid UTF-8 as
+  // \xNN, non-printable code points (bidi overrides, U+2028) as \uNNNN; without its quotes.
+  // A quote is harmless in a table: it stays as it is.
+  const std::string quoted = fmt::format("{:?}", text);
   std::string out;
-  for (unsigned char c : text) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c < 0x20 || c == 0x7f || (c >= 0x80 && !utf8)) {
-      switch (c) {
-        case '\n':
-          out += "\\n";
-          break;
-        case '\t':
-          out += "\\t";
-          break;
-        case '\r':
-          out += "\\r";
-          break;
-        default: {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        }
-      }
-    } else {
-      out += static_cast<char>(c);
-    }
+  for (size_t i = 1; i + 1 < quoted.size(); ++i) {
+    if (quoted[i] == '\\' && quoted[i + 1] == '"') continue;  // \" -> "
+    out += quoted[i];
+    if (quoted[i] == '\\') out += quoted[++i];  // any other escape, whole
   }
   return out;
 }

@@ -61,6 +61,7 @@ TEST(CtlValues, PrintableEscapesWhatCouldDriveATerminal) {
   EXPECT_EQ(Printable("a\nb\x1b[2Jc\\"), "a\\nb\\x1b[2Jc\\\\");
   EXPECT_EQ(Printable("café"), "café");
   EXPECT_EQ(Printable("caf\xe9"), "caf\\xe9");
+  EXPECT_EQ(Printable("abc\u202edef"), "abc\\u202edef") << "a bidi override cannot reorder a table";
 }
 
 }  // namespace
