@@ -153,8 +153,23 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth", auth, {"loopback_guest", "users"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "auth", auth,
+                  {"loopback_guest", "users", "hash_threads", "hash_queue", "max_hash_iterations",
+                   "failure_delay_ms", "failure_delay_max_ms", "throttle_addresses"}));
     WHARF_RETURN_IF_ERROR(ReadBool(path, auth, "loopback_guest", &options->loopback_guest));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, auth, "hash_threads", 1, 64, &options->login_threads));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, auth, "hash_queue", 1, 100'000, &options->login_queue));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "max_hash_iterations", 1,
+                                            kMaxPasswordIterations, &options->max_hash_iterations));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "failure_delay_ms", 0, 60'000,
+                                            &options->login_failure_delay_ms));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "failure_delay_max_ms", 0, 3'600'000,
+                                            &options->login_failure_delay_max_ms));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "throttle_addresses", 1, 10'000'000,
+                                            &options->login_throttle_addresses));
     if (auth.contains("users")) {
       const toml::value& users = auth.at("users");
       if (!users.is_array()) return ConfigError(path, "[[auth.users]] must be an array of tables");
@@ -165,7 +180,7 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "name", &name));
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "password_hash", &hash));
         if (name.empty()) return ConfigError(path, "a user in [[auth.users]] has no name");
-        Status valid = ValidatePasswordHash(hash);
+        Status valid = ValidatePasswordHash(hash, options->max_hash_iterations);
         if (!valid.ok()) {
           return ConfigError(path, "user '" + name + "': " + std::string(valid.message()));
         }
@@ -259,6 +274,14 @@ Status ValidateOptions(const ServerOptions& options) {
   }
   if (options.max_message_bytes == 0) {
     return Status(StatusCode::kInvalidConfig, "max_message_bytes must be at least 1");
+  }
+  if (options.login_threads == 0 || options.login_queue == 0) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[auth] hash_threads and hash_queue must be at least 1");
+  }
+  if (options.login_failure_delay_max_ms < options.login_failure_delay_ms) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[auth] failure_delay_max_ms must not be below failure_delay_ms");
   }
   return Status::Ok();
 }

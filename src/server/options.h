@@ -61,6 +61,19 @@ struct ServerOptions {
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
   bool loopback_guest = true;
+  // [auth] logins (docs/operations.md, "Logins"). Passwords are hashed on login_threads
+  // threads, never on an I/O thread; at most login_queue logins wait for them, later ones are
+  // refused (RESOURCE_EXHAUSTED). A hash asking for more than max_hash_iterations is refused
+  // in the config file and at PutUser (wharfctl hash-password uses 20,000).
+  uint32_t login_threads = 1;
+  uint32_t login_queue = 64;
+  uint32_t max_hash_iterations = 1'000'000;
+  // After a failed login from an address, its next login waits failure_delay_ms, doubled per
+  // further failure up to failure_delay_max_ms; a success forgets the failures. At most
+  // throttle_addresses addresses are remembered (the least recently failed is forgotten).
+  uint32_t login_failure_delay_ms = 100;
+  uint32_t login_failure_delay_max_ms = 5'000;
+  uint32_t login_throttle_addresses = 10'000;
   // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
   std::string ready_file;
 

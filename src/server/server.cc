@@ -72,6 +72,14 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.broker = server->broker_.get();
   server->context_.broker_context = server->broker_context_.get();
   server->context_.users = server->users_.get();
+  server->login_checker_ =
+      std::make_unique<LoginChecker>(options.login_threads, options.login_queue);
+  server->login_throttle_ = std::make_unique<LoginThrottle>(
+      LoginThrottle::Limits{std::chrono::milliseconds(options.login_failure_delay_ms),
+                            std::chrono::milliseconds(options.login_failure_delay_max_ms),
+                            options.login_throttle_addresses});
+  server->context_.login_checker = server->login_checker_.get();
+  server->context_.login_throttle = server->login_throttle_.get();
   server->context_.flow = &server->flow_;
   server->SetWatermarks(options);
   server->context_.store = server->store_.get();
@@ -354,6 +362,8 @@ void Server::Stop() {
       spdlog::warn("wharfd stopping: {} connections did not close in 10 s", sessions_.size());
     }
   }
+  // No check may post to an I/O context once they stop.
+  login_checker_->Stop();
   // Let the broker thread run the CloseSession work the sessions posted (and commit what it
   // changed), then write everything the store holds, then run its last completions.
   auto drain_broker = [this] { AskBroker<bool>([] { return true; }, std::chrono::seconds(5)); };

@@ -93,6 +93,10 @@ class Server {
   std::unique_ptr<store::RocksDbStore> store_;
 
   std::unique_ptr<UserDirectory> users_;
+  // Logins: the hashing threads (stopped in Stop(), before the I/O contexts they post to) and
+  // the failures per address.
+  std::unique_ptr<LoginChecker> login_checker_;
+  std::unique_ptr<LoginThrottle> login_throttle_;
 
   // Flow control: the state sessions read, the watermarks, and the check's timer (I/O 0).
   FlowState flow_;
