@@ -68,9 +68,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("server")) {
     const toml::value& server = root.at("server");
-    WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "server", server,
-                  {"listen", "data_dir", "log_level", "io_threads", "metrics_listen"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(
+        path, "server", server,
+        {"listen", "data_dir", "log_level", "io_threads", "metrics_listen", "metrics_threads"}));
     std::string listen;
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "listen", &listen));
     if (!listen.empty()) {
@@ -87,6 +87,8 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "log_level", &options->log_level));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, server, "metrics_threads", 1, 64, &options->metrics_threads));
   }
   if (root.contains("log")) {
     const toml::value& log = root.at("log");

@@ -23,7 +23,8 @@ struct ServerOptions {
   // The HTTP listener for /metrics and /healthz (server/metrics_server.h); off by default.
   bool metrics_enabled = false;
   std::string metrics_host = "127.0.0.1";
-  uint16_t metrics_port = 0;  // 0 = any free port
+  uint16_t metrics_port = 0;     // 0 = any free port
+  uint32_t metrics_threads = 4;  // [server] metrics_threads: HTTP workers
   std::string data_dir = "./data";
   std::string log_level = "info";
   // [log]: where the log goes (stderr when empty), rotated at max_bytes (0 = never) keeping

@@ -114,8 +114,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                server->port_, io_threads);
   if (options.metrics_enabled) {
     auto metrics = MetricsServer::Start(
-        options.metrics_host, options.metrics_port, [raw] { return raw->CollectMetrics(); },
-        [raw] { return raw->HealthProblem(); });
+        options.metrics_host, options.metrics_port, options.metrics_threads,
+        [raw] { return raw->CollectMetrics(); }, [raw] { return raw->HealthProblem(); });
     if (!metrics.ok()) {
       server->Stop();
       return metrics.status();
