@@ -37,6 +37,10 @@ struct ServerOptions {
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
+  // [limits] reserved_fds: file descriptors kept for the store, logs and metrics. A connection
+  // accepted while the process has RLIMIT_NOFILE - reserved_fds descriptors open is refused
+  // (RESOURCE_EXHAUSTED), so idle sockets can never take the files RocksDB needs.
+  uint32_t reserved_fds = 128;
   // A connection that has not logged in within this time is closed (HANDSHAKE_TIMEOUT), so idle
   // sockets cannot hold file descriptors forever.
   uint32_t handshake_timeout_ms = 10'000;

@@ -2,9 +2,12 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 
@@ -86,6 +89,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
 
+  WHARF_RETURN_IF_ERROR(server->SetFdLimit());
   WHARF_RETURN_IF_ERROR(server->Listen());
 
   for (auto& context : server->io_contexts_) {
@@ -233,6 +237,39 @@ std::string Server::HealthProblem() {
   return *problem;
 }
 
+Status Server::SetFdLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return Status(StatusCode::kIoError,
+                  std::string("cannot read RLIMIT_NOFILE: ") + std::strerror(errno));
+  }
+  fd_soft_limit_ = limit.rlim_cur == RLIM_INFINITY ? uint64_t{INT32_MAX} : limit.rlim_cur;
+  // A connection needs one; at least this many must be left beside the reserve.
+  constexpr uint64_t kMinConnectionFds = 16;
+  if (fd_soft_limit_ < options_.reserved_fds + kMinConnectionFds) {
+    return Status(StatusCode::kInvalidConfig,
+                  "the open file limit (RLIMIT_NOFILE, ulimit -n) is " +
+                      std::to_string(fd_soft_limit_) + ", which leaves fewer than " +
+                      std::to_string(kMinConnectionFds) + " for connections beside [limits] " +
+                      "reserved_fds = " + std::to_string(options_.reserved_fds) +
+                      "; raise the limit (LimitNOFILE= in the unit) or lower reserved_fds");
+  }
+  fd_limit_ = static_cast<int>(
+      std::min<uint64_t>(fd_soft_limit_ - options_.reserved_fds, uint64_t{INT32_MAX}));
+  spdlog::info(
+      "connections are refused once {} file descriptors are open (RLIMIT_NOFILE {} "
+      "less [limits] reserved_fds {})",
+      fd_limit_, fd_soft_limit_, options_.reserved_fds);
+  return Status::Ok();
+}
+
+bool Server::LogNow(std::optional<std::chrono::steady_clock::time_point>* last) {
+  auto now = std::chrono::steady_clock::now();
+  if (*last && now - **last < kAcceptLogInterval) return false;
+  *last = now;
+  return true;
+}
+
 Status Server::Listen() {
   asio::error_code ec;
   auto address = asio::ip::make_address(options_.listen_host, ec);
@@ -269,32 +306,50 @@ void Server::Accept() {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
       // Out of file descriptors, typically: the pending connection stays in the backlog, so
-      // retrying at once would spin. Wait a little.
-      spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+      // retrying at once would spin. Wait a little; say so once per kAcceptLogInterval.
+      ++accept_errors_;
+      if (LogNow(&accept_error_logged_)) {
+        spdlog::warn("accept failed: {}; retrying every 100 ms ({} failures since the last line)",
+                     ec.message(), accept_errors_);
+        accept_errors_ = 0;
+      }
       accept_retry_timer_->expires_after(std::chrono::milliseconds(100));
       accept_retry_timer_->async_wait([this](const asio::error_code& e) {
         if (!e) Accept();
       });
       return;
-    } else {
-      uint64_t id = next_session_id_++;
-      auto session = std::make_shared<Session>(std::move(socket), id, &context_);
-      bool refuse = false;
-      {
-        std::lock_guard lock(mu_);
-        if (stopping_) return;
-        refuse = sessions_.size() >= options_.max_connections;
-        sessions_.emplace(id, session);
-      }
-      asio::post(session->executor(), [session, refuse, max = options_.max_connections] {
-        session->Start();
-        if (refuse) {
-          session->Refuse(Status(
-              StatusCode::kResourceExhausted,
-              "the broker already has its maximum of " + std::to_string(max) + " connections"));
-        }
-      });
     }
+    uint64_t id = next_session_id_++;
+    std::optional<Status> refusal;
+    if (socket.native_handle() >= fd_limit_) {
+      // Every descriptor below this one is open: the rest are the store's.
+      refusal = Status(StatusCode::kResourceExhausted,
+                       "the broker is at its file descriptor limit for connections; try again "
+                       "later");
+      ++fd_refusals_;
+      if (LogNow(&fd_refusal_logged_)) {
+        spdlog::warn(
+            "refusing connections: {} file descriptors open, the limit for connections (RLIMIT_"
+            "NOFILE {} less [limits] reserved_fds {}); {} refused since the last line",
+            fd_limit_, fd_soft_limit_, options_.reserved_fds, fd_refusals_);
+        fd_refusals_ = 0;
+      }
+    }
+    auto session = std::make_shared<Session>(std::move(socket), id, &context_);
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      if (!refusal && sessions_.size() >= options_.max_connections) {
+        refusal = Status(StatusCode::kResourceExhausted,
+                         "the broker already has its maximum of " +
+                             std::to_string(options_.max_connections) + " connections");
+      }
+      sessions_.emplace(id, session);
+    }
+    asio::post(session->executor(), [session, refusal] {
+      session->Start();
+      if (refusal) session->Refuse(*refusal);
+    });
     Accept();
   });
 }

@@ -1,0 +1,72 @@
+// File descriptors under a low RLIMIT_NOFILE (issue 15, "Smaller, still wrong"): idle sockets
+// are refused before the store runs out of descriptors, and the refusal is logged once per
+// interval, not per connection.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "integration/helpers.h"
+
+namespace wharf {
+namespace {
+
+TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
+  testing::TestServer server({}, /*fd_limit=*/256);
+  auto publisher = server.Connect();
+  ASSERT_NE(publisher, nullptr);
+  QueueSpec spec;
+  spec.name = "jobs";
+  spec.durable = true;
+  ASSERT_TRUE(publisher->DeclareQueue(spec).ok());
+
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    int fd = testing::OpenRawConnection(server.port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    idle.push_back(fd);
+  }
+  // Persistent publishes with confirms keep working for 2 s while the sockets stay open; the
+  // store writes new WAL and SST files meanwhile.
+  Message m;
+  m.persistent = true;
+  m.body = std::string(4096, 'x');
+  int published = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
+    auto r = publisher->Publish("", "jobs", m);
+    ASSERT_TRUE(r.ok()) << "publish " << published << ": " << r.status().ToString();
+    ++published;
+  }
+  EXPECT_GT(published, 0);
+  // A new client is refused with a reason while the idle sockets are open.
+  ClientOptions options = server.Options();
+  auto refused = Client::Connect(options);
+  ASSERT_FALSE(refused.ok());
+  // Refused before Hello, as for max_connections: the client reports the closed connection
+  // with the broker's reason.
+  EXPECT_NE(refused.status().message().find("RESOURCE_EXHAUSTED"), std::string_view::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("file descriptor limit"), std::string_view::npos)
+      << refused.status().ToString();
+
+  const std::string log = server.Log();
+  const size_t lines = testing::CountOf(log, "refusing connections:");
+  EXPECT_GE(lines, 1u) << log.substr(0, 4000);
+  EXPECT_LE(lines, 1u) << "logged more than once in one 10 s interval";
+  EXPECT_EQ(testing::CountOf(log, "STORE_UNAVAILABLE"), 0u);
+  EXPECT_EQ(testing::CountOf(log, "Too many open files"), 0u);
+  for (int fd : idle) close(fd);
+  // Once they are gone, connections are taken again.
+  bool reconnected = false;
+  for (int i = 0; i < 50 && !reconnected; ++i) {
+    reconnected = Client::Connect(options).ok();
+    if (!reconnected) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(reconnected);
+}
+
+}  // namespace
+}  // namespace wharf
