@@ -91,6 +91,15 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
   WHARF_RETURN_IF_ERROR(server->Listen());
+  if (options.loopback_guest && !server->acceptor_->local_endpoint().address().is_loopback()) {
+    // guest/guest is refused from other hosts, but the broker is now reachable from them and
+    // every local user and process can log in as an admin: say so once, at start.
+    spdlog::warn(
+        "listening on {} beyond loopback with the built-in admin guest/guest enabled (loopback "
+        "connections only); set [auth] loopback_guest = false and configure [[auth.users]] for "
+        "a shared host",
+        options.listen_host);
+  }
 
   for (auto& context : server->io_contexts_) {
     server->work_guards_.push_back(asio::make_work_guard(*context));
