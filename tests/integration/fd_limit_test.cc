@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,7 +16,12 @@ namespace wharf {
 namespace {
 
 TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
-  testing::TestServer server({}, /*fd_limit=*/256);
+  // The smallest memtables, so that the publishes below make RocksDB flush, which opens new
+  // files (an SST and a WAL): what failed with STORE_UNAVAILABLE while idle sockets held every
+  // descriptor.
+  std::string dir = testing::MakeTempDir("wharf-fds");
+  std::ofstream(dir + "/wharfd.toml") << "[store]\nmemtable_bytes = 8388608\n";
+  testing::TestServer server({"--config", dir + "/wharfd.toml"}, /*fd_limit=*/256);
   auto publisher = server.Connect();
   ASSERT_NE(publisher, nullptr);
   QueueSpec spec;
@@ -32,7 +39,7 @@ TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
   // store writes new WAL and SST files meanwhile.
   Message m;
   m.persistent = true;
-  m.body = std::string(4096, 'x');
+  m.body = std::string(64 << 10, 'x');
   int published = 0;
   auto start = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
@@ -66,6 +73,7 @@ TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
     if (!reconnected) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(reconnected);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
