@@ -48,17 +48,16 @@ TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
     ++published;
   }
   EXPECT_GT(published, 0);
-  // A new client is refused with a reason while the idle sockets are open.
-  ClientOptions options = server.Options();
-  auto refused = Client::Connect(options);
-  ASSERT_FALSE(refused.ok());
-  // Refused before Hello, as for max_connections: the client reports the closed connection
-  // with the broker's reason.
-  EXPECT_NE(refused.status().message().find("RESOURCE_EXHAUSTED"), std::string_view::npos)
-      << refused.status().ToString();
-  EXPECT_NE(refused.status().message().find("file descriptor limit"), std::string_view::npos)
-      << refused.status().ToString();
-
+  // The sockets past the limit were told why before they were closed (an Error frame, before
+  // Hello, as for max_connections). A new client is not checked: RocksDB closes files as it
+  // flushes, and a connection may take a freed descriptor below the limit.
+  int told = 0;
+  for (int fd : idle) {
+    char buffer[512];
+    ssize_t n = recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0 && std::string(buffer, n).find("file descriptor limit") != std::string::npos) ++told;
+  }
+  EXPECT_GE(told, 100) << "of 300 idle sockets at a limit of 256 - 128";
   const std::string log = server.Log();
   const size_t lines = testing::CountOf(log, "refusing connections:");
   EXPECT_GE(lines, 1u) << log.substr(0, 4000);
@@ -67,6 +66,7 @@ TEST(FdLimit, Issue15IdleSocketsDoNotStarveTheStoreOfDescriptors) {
   EXPECT_EQ(testing::CountOf(log, "Too many open files"), 0u);
   for (int fd : idle) close(fd);
   // Once they are gone, connections are taken again.
+  ClientOptions options = server.Options();
   bool reconnected = false;
   for (int i = 0; i < 50 && !reconnected; ++i) {
     reconnected = Client::Connect(options).ok();
