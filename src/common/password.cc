@@ -14,7 +14,6 @@ namespace {
 constexpr std::string_view kScheme = "pbkdf2-sha256";
 constexpr size_t kSaltBytes = 16;
 constexpr size_t kKeyBytes = 32;
-constexpr uint32_t kMaxIterations = 10'000'000;
 
 std::string ToHex(const unsigned char* data, size_t n) {
   static const char* kHex = "0123456789abcdef";
@@ -59,7 +58,7 @@ std::optional<Parsed> Parse(std::string_view encoded) {
   auto [p, ec] =
       std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), parsed.iterations);
   if (ec != std::errc() || p != parts[1].data() + parts[1].size() || parsed.iterations == 0 ||
-      parsed.iterations > kMaxIterations) {
+      parsed.iterations > kMaxPasswordIterations) {
     return std::nullopt;
   }
   auto salt = FromHex(parts[2]);
@@ -89,8 +88,16 @@ std::string HashPassword(std::string_view password, uint32_t iterations) {
          "$" + ToHex(key, sizeof key);
 }
 
-Status ValidatePasswordHash(std::string_view encoded) {
-  if (Parse(encoded)) return Status::Ok();
+Status ValidatePasswordHash(std::string_view encoded, uint32_t max_iterations) {
+  if (auto parsed = Parse(encoded)) {
+    if (parsed->iterations <= max_iterations) return Status::Ok();
+    return Status(StatusCode::kInvalidConfig,
+                  "password_hash asks for " + std::to_string(parsed->iterations) +
+                      " PBKDF2 iterations, more than the " + std::to_string(max_iterations) +
+                      " allowed ([auth] max_hash_iterations); make one with 'wharfctl "
+                      "hash-password', which uses " +
+                      std::to_string(kDefaultPasswordIterations));
+  }
   return Status(StatusCode::kInvalidConfig,
                 "password_hash is not 'pbkdf2-sha256$<iterations>$<salt hex>$<key hex>' "
                 "(make one with 'wharfctl hash-password')");

@@ -7,14 +7,19 @@
 // HTTP is cpp-httplib (Debian's libcpp-httplib-dev): a well-kept library rather than a parser
 // of our own on a port that faces monitoring systems (docs/operations.md).
 //
-// Threads: one, "wharf-metrics", accepts and answers (a pool of one worker: scrapes are rare
-// and small). It never touches broker state: `collect` (given by the Server) posts to the
-// broker thread and waits for the copy, at most `kCollectTimeout`.
+// Threads: "wharf-metrics" accepts; a pool of `workers` (cpp-httplib's ThreadPool, [server]
+// metrics_threads, default 4) reads requests and answers. Idle and slow clients cannot hold
+// the workers: a connection reaches accept() only once it has sent data (TCP_DEFER_ACCEPT, at
+// most kDeferAccept), a kept-alive connection is closed after kIdleTimeout without a request,
+// and a request or response that stalls for kIoTimeout is dropped. The handlers never touch
+// broker state: `collect` (given by the Server) posts to the broker thread and waits for the
+// copy, at most 2 s.
 //
 // Thread safety: Start and Stop from one thread; handlers run on the metrics thread.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,9 +41,14 @@ class MetricsServer {
   using CollectFn = std::function<std::optional<std::string>()>;
   using HealthFn = std::function<std::string()>;
 
-  // Binds host:port (0 = any free port) and starts the thread. kIoError when it cannot bind.
+  static constexpr std::chrono::seconds kDeferAccept{5};
+  static constexpr std::chrono::seconds kIdleTimeout{1};  // cpp-httplib counts whole seconds
+  static constexpr std::chrono::seconds kIoTimeout{2};
+
+  // Binds host:port (0 = any free port) and starts the threads. kIoError when it cannot bind.
   static Result<std::unique_ptr<MetricsServer>> Start(const std::string& host, uint16_t port,
-                                                      CollectFn collect, HealthFn health);
+                                                      uint32_t workers, CollectFn collect,
+                                                      HealthFn health);
   ~MetricsServer();  // Stop()
 
   uint16_t port() const { return port_; }

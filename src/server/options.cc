@@ -68,9 +68,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("server")) {
     const toml::value& server = root.at("server");
-    WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "server", server,
-                  {"listen", "data_dir", "log_level", "io_threads", "metrics_listen"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(
+        path, "server", server,
+        {"listen", "data_dir", "log_level", "io_threads", "metrics_listen", "metrics_threads"}));
     std::string listen;
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "listen", &listen));
     if (!listen.empty()) {
@@ -87,6 +87,8 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "log_level", &options->log_level));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, server, "metrics_threads", 1, 64, &options->metrics_threads));
   }
   if (root.contains("log")) {
     const toml::value& log = root.at("log");
@@ -102,11 +104,14 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   if (root.contains("limits")) {
     const toml::value& limits = root.at("limits");
     WHARF_RETURN_IF_ERROR(CheckKeys(
-        path, "limits", limits, {"max_message_bytes", "max_connections", "handshake_timeout_ms"}));
+        path, "limits", limits,
+        {"max_message_bytes", "max_connections", "handshake_timeout_ms", "reserved_fds"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "max_message_bytes", 1, 512u << 20,
                                             &options->max_message_bytes));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "max_connections", 1, 1'000'000,
                                             &options->max_connections));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, limits, "reserved_fds", 16, 1'000'000, &options->reserved_fds));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "handshake_timeout_ms", 1, 3'600'000,
                                             &options->handshake_timeout_ms));
   }
@@ -153,8 +158,23 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("auth")) {
     const toml::value& auth = root.at("auth");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth", auth, {"loopback_guest", "users"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "auth", auth,
+                  {"loopback_guest", "users", "hash_threads", "hash_queue", "max_hash_iterations",
+                   "failure_delay_ms", "failure_delay_max_ms", "throttle_addresses"}));
     WHARF_RETURN_IF_ERROR(ReadBool(path, auth, "loopback_guest", &options->loopback_guest));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, auth, "hash_threads", 1, 64, &options->login_threads));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, auth, "hash_queue", 1, 100'000, &options->login_queue));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "max_hash_iterations", 1,
+                                            kMaxPasswordIterations, &options->max_hash_iterations));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "failure_delay_ms", 0, 60'000,
+                                            &options->login_failure_delay_ms));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "failure_delay_max_ms", 0, 3'600'000,
+                                            &options->login_failure_delay_max_ms));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, auth, "throttle_addresses", 1, 10'000'000,
+                                            &options->login_throttle_addresses));
     if (auth.contains("users")) {
       const toml::value& users = auth.at("users");
       if (!users.is_array()) return ConfigError(path, "[[auth.users]] must be an array of tables");
@@ -165,7 +185,7 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "name", &name));
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "password_hash", &hash));
         if (name.empty()) return ConfigError(path, "a user in [[auth.users]] has no name");
-        Status valid = ValidatePasswordHash(hash);
+        Status valid = ValidatePasswordHash(hash, options->max_hash_iterations);
         if (!valid.ok()) {
           return ConfigError(path, "user '" + name + "': " + std::string(valid.message()));
         }
@@ -259,6 +279,14 @@ Status ValidateOptions(const ServerOptions& options) {
   }
   if (options.max_message_bytes == 0) {
     return Status(StatusCode::kInvalidConfig, "max_message_bytes must be at least 1");
+  }
+  if (options.login_threads == 0 || options.login_queue == 0) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[auth] hash_threads and hash_queue must be at least 1");
+  }
+  if (options.login_failure_delay_max_ms < options.login_failure_delay_ms) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[auth] failure_delay_max_ms must not be below failure_delay_ms");
   }
   return Status::Ok();
 }

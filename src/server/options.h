@@ -23,7 +23,8 @@ struct ServerOptions {
   // The HTTP listener for /metrics and /healthz (server/metrics_server.h); off by default.
   bool metrics_enabled = false;
   std::string metrics_host = "127.0.0.1";
-  uint16_t metrics_port = 0;  // 0 = any free port
+  uint16_t metrics_port = 0;     // 0 = any free port
+  uint32_t metrics_threads = 4;  // [server] metrics_threads: HTTP workers
   std::string data_dir = "./data";
   std::string log_level = "info";
   // [log]: where the log goes (stderr when empty), rotated at max_bytes (0 = never) keeping
@@ -36,6 +37,10 @@ struct ServerOptions {
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
+  // [limits] reserved_fds: file descriptors kept for the store, logs and metrics. A connection
+  // accepted while the process has RLIMIT_NOFILE - reserved_fds descriptors open is refused
+  // (RESOURCE_EXHAUSTED), so idle sockets can never take the files RocksDB needs.
+  uint32_t reserved_fds = 128;
   // A connection that has not logged in within this time is closed (HANDSHAKE_TIMEOUT), so idle
   // sockets cannot hold file descriptors forever.
   uint32_t handshake_timeout_ms = 10'000;
@@ -61,6 +66,19 @@ struct ServerOptions {
   std::map<std::string, std::string> users;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
   bool loopback_guest = true;
+  // [auth] logins (docs/operations.md, "Logins"). Passwords are hashed on login_threads
+  // threads, never on an I/O thread; at most login_queue logins wait for them, later ones are
+  // refused (RESOURCE_EXHAUSTED). A hash asking for more than max_hash_iterations is refused
+  // in the config file and at PutUser (wharfctl hash-password uses 20,000).
+  uint32_t login_threads = 1;
+  uint32_t login_queue = 64;
+  uint32_t max_hash_iterations = 1'000'000;
+  // After a failed login from an address, its next login waits failure_delay_ms, doubled per
+  // further failure up to failure_delay_max_ms; a success forgets the failures. At most
+  // throttle_addresses addresses are remembered (the least recently failed is forgotten).
+  uint32_t login_failure_delay_ms = 100;
+  uint32_t login_failure_delay_max_ms = 5'000;
+  uint32_t login_throttle_addresses = 10'000;
   // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
   std::string ready_file;
 

@@ -2,9 +2,12 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 
@@ -72,13 +75,31 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.broker = server->broker_.get();
   server->context_.broker_context = server->broker_context_.get();
   server->context_.users = server->users_.get();
+  server->login_checker_ =
+      std::make_unique<LoginChecker>(options.login_threads, options.login_queue);
+  server->login_throttle_ = std::make_unique<LoginThrottle>(
+      LoginThrottle::Limits{std::chrono::milliseconds(options.login_failure_delay_ms),
+                            std::chrono::milliseconds(options.login_failure_delay_max_ms),
+                            options.login_throttle_addresses});
+  server->context_.login_checker = server->login_checker_.get();
+  server->context_.login_throttle = server->login_throttle_.get();
   server->context_.flow = &server->flow_;
   server->SetWatermarks(options);
   server->context_.store = server->store_.get();
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
 
+  WHARF_RETURN_IF_ERROR(server->SetFdLimit());
   WHARF_RETURN_IF_ERROR(server->Listen());
+  if (options.loopback_guest && !server->acceptor_->local_endpoint().address().is_loopback()) {
+    // guest/guest is refused from other hosts, but the broker is now reachable from them and
+    // every local user and process can log in as an admin: say so once, at start.
+    spdlog::warn(
+        "listening on {} beyond loopback with the built-in admin guest/guest enabled (loopback "
+        "connections only); set [auth] loopback_guest = false and configure [[auth.users]] for "
+        "a shared host",
+        options.listen_host);
+  }
 
   for (auto& context : server->io_contexts_) {
     server->work_guards_.push_back(asio::make_work_guard(*context));
@@ -106,8 +127,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                server->port_, io_threads);
   if (options.metrics_enabled) {
     auto metrics = MetricsServer::Start(
-        options.metrics_host, options.metrics_port, [raw] { return raw->CollectMetrics(); },
-        [raw] { return raw->HealthProblem(); });
+        options.metrics_host, options.metrics_port, options.metrics_threads,
+        [raw] { return raw->CollectMetrics(); }, [raw] { return raw->HealthProblem(); });
     if (!metrics.ok()) {
       server->Stop();
       return metrics.status();
@@ -225,6 +246,39 @@ std::string Server::HealthProblem() {
   return *problem;
 }
 
+Status Server::SetFdLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return Status(StatusCode::kIoError,
+                  std::string("cannot read RLIMIT_NOFILE: ") + std::strerror(errno));
+  }
+  fd_soft_limit_ = limit.rlim_cur == RLIM_INFINITY ? uint64_t{INT32_MAX} : limit.rlim_cur;
+  // A connection needs one; at least this many must be left beside the reserve.
+  constexpr uint64_t kMinConnectionFds = 16;
+  if (fd_soft_limit_ < options_.reserved_fds + kMinConnectionFds) {
+    return Status(StatusCode::kInvalidConfig,
+                  "the open file limit (RLIMIT_NOFILE, ulimit -n) is " +
+                      std::to_string(fd_soft_limit_) + ", which leaves fewer than " +
+                      std::to_string(kMinConnectionFds) + " for connections beside [limits] " +
+                      "reserved_fds = " + std::to_string(options_.reserved_fds) +
+                      "; raise the limit (LimitNOFILE= in the unit) or lower reserved_fds");
+  }
+  fd_limit_ = static_cast<int>(
+      std::min<uint64_t>(fd_soft_limit_ - options_.reserved_fds, uint64_t{INT32_MAX}));
+  spdlog::info(
+      "connections are refused once {} file descriptors are open (RLIMIT_NOFILE {} "
+      "less [limits] reserved_fds {})",
+      fd_limit_, fd_soft_limit_, options_.reserved_fds);
+  return Status::Ok();
+}
+
+bool Server::LogNow(std::optional<std::chrono::steady_clock::time_point>* last) {
+  auto now = std::chrono::steady_clock::now();
+  if (*last && now - **last < kAcceptLogInterval) return false;
+  *last = now;
+  return true;
+}
+
 Status Server::Listen() {
   asio::error_code ec;
   auto address = asio::ip::make_address(options_.listen_host, ec);
@@ -261,32 +315,50 @@ void Server::Accept() {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
       // Out of file descriptors, typically: the pending connection stays in the backlog, so
-      // retrying at once would spin. Wait a little.
-      spdlog::warn("accept failed: {}; retrying in 100 ms", ec.message());
+      // retrying at once would spin. Wait a little; say so once per kAcceptLogInterval.
+      ++accept_errors_;
+      if (LogNow(&accept_error_logged_)) {
+        spdlog::warn("accept failed: {}; retrying every 100 ms ({} failures since the last line)",
+                     ec.message(), accept_errors_);
+        accept_errors_ = 0;
+      }
       accept_retry_timer_->expires_after(std::chrono::milliseconds(100));
       accept_retry_timer_->async_wait([this](const asio::error_code& e) {
         if (!e) Accept();
       });
       return;
-    } else {
-      uint64_t id = next_session_id_++;
-      auto session = std::make_shared<Session>(std::move(socket), id, &context_);
-      bool refuse = false;
-      {
-        std::lock_guard lock(mu_);
-        if (stopping_) return;
-        refuse = sessions_.size() >= options_.max_connections;
-        sessions_.emplace(id, session);
-      }
-      asio::post(session->executor(), [session, refuse, max = options_.max_connections] {
-        session->Start();
-        if (refuse) {
-          session->Refuse(Status(
-              StatusCode::kResourceExhausted,
-              "the broker already has its maximum of " + std::to_string(max) + " connections"));
-        }
-      });
     }
+    uint64_t id = next_session_id_++;
+    std::optional<Status> refusal;
+    if (socket.native_handle() >= fd_limit_) {
+      // Every descriptor below this one is open: the rest are the store's.
+      refusal = Status(StatusCode::kResourceExhausted,
+                       "the broker is at its file descriptor limit for connections; try again "
+                       "later");
+      ++fd_refusals_;
+      if (LogNow(&fd_refusal_logged_)) {
+        spdlog::warn(
+            "refusing connections: {} file descriptors open, the limit for connections (RLIMIT_"
+            "NOFILE {} less [limits] reserved_fds {}); {} refused since the last line",
+            fd_limit_, fd_soft_limit_, options_.reserved_fds, fd_refusals_);
+        fd_refusals_ = 0;
+      }
+    }
+    auto session = std::make_shared<Session>(std::move(socket), id, &context_);
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      if (!refusal && sessions_.size() >= options_.max_connections) {
+        refusal = Status(StatusCode::kResourceExhausted,
+                         "the broker already has its maximum of " +
+                             std::to_string(options_.max_connections) + " connections");
+      }
+      sessions_.emplace(id, session);
+    }
+    asio::post(session->executor(), [session, refusal] {
+      session->Start();
+      if (refusal) session->Refuse(*refusal);
+    });
     Accept();
   });
 }
@@ -354,6 +426,8 @@ void Server::Stop() {
       spdlog::warn("wharfd stopping: {} connections did not close in 10 s", sessions_.size());
     }
   }
+  // No check may post to an I/O context once they stop.
+  login_checker_->Stop();
   // Let the broker thread run the CloseSession work the sessions posted (and commit what it
   // changed), then write everything the store holds, then run its last completions.
   auto drain_broker = [this] { AskBroker<bool>([] { return true; }, std::chrono::seconds(5)); };

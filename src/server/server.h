@@ -59,7 +59,13 @@ class Server {
 
  private:
   explicit Server(const ServerOptions& options);
+  // Works out fd_limit_ from RLIMIT_NOFILE and [limits] reserved_fds. kInvalidConfig when the
+  // limit leaves too few for connections.
+  Status SetFdLimit();
   Status Listen();
+  // Thread: I/O 0. True (and `*last` set to now) when a line was not logged within
+  // kAcceptLogInterval.
+  static bool LogNow(std::optional<std::chrono::steady_clock::time_point>* last);
   void Accept();
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
@@ -93,6 +99,10 @@ class Server {
   std::unique_ptr<store::RocksDbStore> store_;
 
   std::unique_ptr<UserDirectory> users_;
+  // Logins: the hashing threads (stopped in Stop(), before the I/O contexts they post to) and
+  // the failures per address.
+  std::unique_ptr<LoginChecker> login_checker_;
+  std::unique_ptr<LoginThrottle> login_throttle_;
 
   // Flow control: the state sessions read, the watermarks, and the check's timer (I/O 0).
   FlowState flow_;
@@ -110,9 +120,22 @@ class Server {
 
   ServerContext context_;
 
+  // Set at start: an accepted socket whose descriptor number is at least this is refused.
+  // Descriptors are allocated lowest first, so such a number means every one below it is open:
+  // RLIMIT_NOFILE - reserved_fds are in use, and the rest stay for the store.
+  int fd_limit_ = 0;
+  uint64_t fd_soft_limit_ = 0;  // RLIMIT_NOFILE's soft limit at start
+
   // Confined to I/O thread 0 (the acceptor's).
   size_t next_io_context_ = 0;
   uint64_t next_session_id_ = 1;
+  // Refused connections and failed accepts are logged at most once per kAcceptLogInterval,
+  // with the count since the last line.
+  static constexpr std::chrono::seconds kAcceptLogInterval{10};
+  std::optional<std::chrono::steady_clock::time_point> fd_refusal_logged_;
+  uint64_t fd_refusals_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> accept_error_logged_;
+  uint64_t accept_errors_ = 0;
 
   // Guarded by mu_: the live sessions, for shutdown.
   std::mutex mu_;

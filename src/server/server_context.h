@@ -14,6 +14,8 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "server/login_checker.h"
+#include "server/login_throttle.h"
 #include "server/options.h"
 #include "server/user_directory.h"
 #include "store/message_store.h"
@@ -51,6 +53,9 @@ struct ServerContext {
   // Who may log in (thread-safe), and the store, for user changes (call from the broker thread).
   UserDirectory* users = nullptr;
   store::MessageStore* store = nullptr;
+  // Logins (thread-safe): password checks off the I/O threads, and failures per address.
+  LoginChecker* login_checker = nullptr;
+  LoginThrottle* login_throttle = nullptr;
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
   FlowState* flow = nullptr;  // set by the server before any session starts

@@ -17,6 +17,13 @@ std::string Endpoint(const asio::ip::tcp::socket& socket) {
   return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
 }
 
+std::string Address(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return endpoint.address().to_string();
+}
+
 bool IsLoopback(const asio::ip::tcp::socket& socket) {
   asio::error_code ec;
   auto address = socket.remote_endpoint(ec).address();
@@ -36,11 +43,13 @@ Session::Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* conte
     : id_(id),
       context_(context),
       peer_(Endpoint(socket)),
+      peer_address_(Address(socket)),
       peer_is_loopback_(IsLoopback(socket)),
       executor_(socket.get_executor()),
       socket_(std::move(socket)),
       close_timer_(socket_.get_executor()),
       handshake_timer_(socket_.get_executor()),
+      login_timer_(socket_.get_executor()),
       decoder_(std::min<size_t>(kMaxHandshakeFrameBytes, context->options->max_frame_bytes())) {}
 
 // --- I/O thread: reading ------------------------------------------------------------------------
@@ -52,7 +61,11 @@ void Session::Start() {
   handshake_timer_.expires_after(
       std::chrono::milliseconds(context_->options->handshake_timeout_ms));
   handshake_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-    if (ec || (self->state_ != State::kAwaitHello && self->state_ != State::kAwaitAuth)) return;
+    if (ec || (self->state_ != State::kAwaitHello && self->state_ != State::kAwaitAuth &&
+               self->state_ != State::kAuthChecking)) {
+      return;
+    }
+    self->login_timer_.cancel();
     Status status(
         StatusCode::kHandshakeTimeout,
         "no login within " + std::to_string(self->context_->options->handshake_timeout_ms) + " ms");
@@ -135,7 +148,8 @@ void Session::DecodeBuffered() {
     }
     size_t batch_bytes = 0;
     Status stop;
-    while (stop.ok() && batch_bytes < kMaxBatchBytes && !held_) {
+    // Reading() ends the batch when Authenticate starts the password check.
+    while (stop.ok() && Reading() && batch_bytes < kMaxBatchBytes && !held_) {
       auto next = decoder_.Next();
       if (!next.ok()) {
         stop = next.status();
@@ -306,33 +320,85 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
     return Status(StatusCode::kUnexpectedFrame, "the second frame must be Authenticate");
   }
   const auto& auth = frame.authenticate();
-  Status result;
+  user_ = auth.user();
+  close_request_id_ = frame.request_id();
   if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
-    result = Status(StatusCode::kAuthenticationFailed,
-                    "unsupported mechanism '" + CutForDisplay(auth.mechanism()) + "'; use PLAIN");
-  } else if (auto user = context_->users->Find(auth.user()); user && user->source == "builtin") {
-    if (auth.user() != kGuestUser || auth.password() != kGuestPassword) {
+    return Status(StatusCode::kAuthenticationFailed,
+                  "unsupported mechanism '" + CutForDisplay(auth.mechanism()) + "'; use PLAIN");
+  }
+  // Every login, right or wrong, known user or not, waits its turn behind this address's
+  // recent failures (server/login_throttle.h), then is checked off the I/O thread.
+  state_ = State::kAuthChecking;
+  const auto now = std::chrono::steady_clock::now();
+  const auto max_wait =
+      std::chrono::duration_cast<std::chrono::milliseconds>(handshake_timer_.expiry() - now);
+  auto wait = context_->login_throttle->Admit(peer_address_, now, max_wait);
+  if (!wait) {
+    // Logged by DecodeBuffered, as every handshake error.
+    return Status(StatusCode::kResourceExhausted, "login refused: too many failed logins from " +
+                                                      peer_address_ + "; try again later");
+  }
+  if (wait->count() == 0) {
+    CheckLogin(auth.password());
+    return Status::Ok();
+  }
+  spdlog::debug("conn={} peer={} login waits {} ms after failed logins from this address", id_,
+                peer_, wait->count());
+  login_timer_.expires_after(*wait);
+  login_timer_.async_wait(
+      [self = shared_from_this(), password = auth.password()](const asio::error_code& ec) {
+        if (ec || self->state_ != State::kAuthChecking) return;
+        self->CheckLogin(password);
+      });
+  return Status::Ok();
+}
+
+void Session::CheckLogin(std::string password) {
+  auto user = context_->users->Find(user_);
+  if (user && user->source == "builtin") {
+    // The built-in guest has no hash: its password is known to everyone and only loopback
+    // peers may use it, so there is nothing to hide by hashing.
+    Status result;
+    if (user_ != kGuestUser || password != kGuestPassword) {
       result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
     } else if (!peer_is_loopback_) {
       result = Status(StatusCode::kAccessRefused,
                       "user 'guest' may only connect from a loopback address");
     }
-  } else if (user) {
-    // Hashing takes a few milliseconds of this I/O thread; logins are rare next to traffic.
-    if (!VerifyPassword(auth.password(), user->password_hash)) {
-      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
-    }
-  } else {
-    result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
+    // Answered from the queue, as a hashed check is: FinishLogin resumes reading, which must
+    // not happen inside the decoding loop that is running now.
+    asio::post(executor_, [self = shared_from_this(), result] { self->FinishLogin(result); });
+    return;
   }
+  // An unknown user is checked against the dummy hash: the same time, the same answer.
+  std::string hash = user ? user->password_hash : std::string();
+  auto done = [self = shared_from_this()](bool matches) {
+    asio::post(self->executor_, [self, matches] {
+      self->FinishLogin(
+          matches ? Status::Ok()
+                  : Status(StatusCode::kAuthenticationFailed, "wrong user name or password"));
+    });
+  };
+  if (!context_->login_checker->Submit(std::move(password), std::move(hash), std::move(done))) {
+    Status status(StatusCode::kResourceExhausted,
+                  "the broker is busy checking other logins ([auth] hash_queue = " +
+                      std::to_string(context_->options->login_queue) + "); try again later");
+    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, LogSafe(user_),
+                 status.ToString());
+    BeginClose(status, "login refused");
+  }
+}
+
+void Session::FinishLogin(Status result) {
+  if (state_ != State::kAuthChecking) return;  // closed meanwhile (handshake timeout, shutdown)
   if (!result.ok()) {
-    user_ = auth.user();
-    close_request_id_ = frame.request_id();
-    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, LogSafe(auth.user()),
+    context_->login_throttle->Failed(peer_address_, std::chrono::steady_clock::now());
+    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, LogSafe(user_),
                  LogSafe(result.ToString(), kLogSafeStatusBytes));
-    return result;
+    BeginClose(result, "login refused");
+    return;
   }
-  user_ = auth.user();
+  context_->login_throttle->Succeeded(peer_address_);
   state_ = State::kOpen;
   handshake_timer_.cancel();
   opened_in_broker_ = true;
@@ -341,11 +407,13 @@ Status Session::HandleAuthenticate(const wire::Frame& frame) {
     self->context_->broker->OpenSession(self->id_, user, self, self->peer_);
   });
   wire::Frame reply;
-  reply.set_request_id(frame.request_id());
+  reply.set_request_id(close_request_id_);
   reply.mutable_authenticate_ok()->set_connection_id(id_);
   SendFrame(reply);
+  close_request_id_ = 0;  // later errors answer no request
   spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, LogSafe(user_));
-  return Status::Ok();
+  // Requests the client sent right after Authenticate wait in the decoder.
+  ReadLoop();
 }
 
 void Session::PostBatch(std::vector<Request> batch) {
@@ -495,6 +563,7 @@ void Session::CloseSocket(std::string_view reason) {
   state_ = State::kClosed;
   close_timer_.cancel();
   handshake_timer_.cancel();
+  login_timer_.cancel();
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);

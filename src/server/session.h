@@ -68,7 +68,9 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   bool Writable() const override;
 
  private:
-  enum class State { kAwaitHello, kAwaitAuth, kOpen, kClosing, kClosed };
+  // kAuthChecking: the password is being checked on the LoginChecker's thread (after the
+  // LoginThrottle's wait); nothing more is read until the answer comes back.
+  enum class State { kAwaitHello, kAwaitAuth, kAuthChecking, kOpen, kClosing, kClosed };
 
   // A decoded request on its way to the broker thread.
   struct Request {
@@ -116,6 +118,10 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   Status HandleFrame(std::string_view payload, std::vector<Request>* batch);
   Status HandleHello(const protocol::wire::Frame& frame);
   Status HandleAuthenticate(const protocol::wire::Frame& frame);
+  // After the throttle's wait: looks the user up and hands the password to the LoginChecker.
+  void CheckLogin(std::string password);
+  // The check's answer (OK: logged in), back on the I/O thread.
+  void FinishLogin(Status result);
   void PostBatch(std::vector<Request> batch);
   void OnOutbox(OutboxBatch outbox);
   void Encode(Outbound& item);
@@ -141,7 +147,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   // Set at construction, then immutable.
   const uint64_t id_;
   ServerContext* const context_;
-  const std::string peer_;  // "127.0.0.1:41234"
+  const std::string peer_;          // "127.0.0.1:41234"
+  const std::string peer_address_;  // "127.0.0.1": what LoginThrottle counts by
   const bool peer_is_loopback_;
   const asio::any_io_executor executor_;  // the I/O thread's; the broker half posts here
 
@@ -149,6 +156,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   asio::ip::tcp::socket socket_;
   asio::steady_timer close_timer_;
   asio::steady_timer handshake_timer_;
+  asio::steady_timer login_timer_;  // the LoginThrottle's wait
   net::FrameDecoder decoder_;
   State state_ = State::kAwaitHello;
   std::string user_;

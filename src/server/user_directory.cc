@@ -1,14 +1,28 @@
 #include "server/user_directory.h"
 
+#include <spdlog/spdlog.h>
+
 #include <mutex>
 
+#include "common/log_safe.h"
 #include "common/password.h"
 
 namespace wharf::server {
 
 UserDirectory::UserDirectory(const ServerOptions& options,
-                             const std::vector<store::StoredUser>& stored) {
-  for (const auto& user : stored) users_[user.name] = User{user.password_hash, user.admin, "store"};
+                             const std::vector<store::StoredUser>& stored)
+    : max_hash_iterations_(options.max_hash_iterations) {
+  for (const auto& user : stored) {
+    // Stored before [auth] max_hash_iterations was lowered: each of its logins would cost more
+    // than the operator allows, so it cannot log in until an admin sets a new hash.
+    if (Status valid = ValidatePasswordHash(user.password_hash, max_hash_iterations_);
+        !valid.ok()) {
+      spdlog::error("user {} from the store cannot log in: {}", LogSafe(user.name),
+                    valid.message());
+      continue;
+    }
+    users_[user.name] = User{user.password_hash, user.admin, "store"};
+  }
   // The config file wins over a stored user of the same name (made before the operator added
   // it to the config).
   for (const auto& [name, hash] : options.users) users_[name] = User{hash, true, "config"};
@@ -45,7 +59,7 @@ Status UserDirectory::CheckChange(const std::string& name, const std::string* pa
     return Status(StatusCode::kInvalidArgument, "a user name must be 1 to 255 bytes long");
   }
   if (password_hash) {
-    Status valid = ValidatePasswordHash(*password_hash);
+    Status valid = ValidatePasswordHash(*password_hash, max_hash_iterations_);
     if (!valid.ok()) return Status(StatusCode::kInvalidArgument, valid.message());
   }
   auto user = Find(name);

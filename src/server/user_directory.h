@@ -29,11 +29,14 @@ class UserDirectory {
     std::string source;  // "config", "store", "builtin"
   };
 
+  // A stored user whose hash asks for more than options.max_hash_iterations is left out
+  // (logged as an error).
   UserDirectory(const ServerOptions& options, const std::vector<store::StoredUser>& stored);
 
   std::optional<User> Find(const std::string& name) const;
   bool IsAdmin(const std::string& name) const;
-  // kPreconditionFailed for a config or built-in user; kInvalidArgument for a bad name or hash.
+  // kPreconditionFailed for a config or built-in user; kInvalidArgument for a bad name or hash
+  // (one asking for more than [auth] max_hash_iterations included).
   Status CheckChange(const std::string& name, const std::string* password_hash) const;
   void Put(const store::StoredUser& user);
   void Remove(const std::string& name);
@@ -44,6 +47,8 @@ class UserDirectory {
   void ReloadConfigUsers(const ServerOptions& options);
 
  private:
+  const uint32_t max_hash_iterations_;  // set at construction, then immutable
+
   mutable std::shared_mutex mu_;
   std::map<std::string, User> users_;
 };

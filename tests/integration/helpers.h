@@ -1,8 +1,14 @@
 // Helpers shared by the integration tests (the real wharfd, client and wharfctl).
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -47,6 +53,34 @@ inline void DeclareWithDeadLetterQueue(Client& client, const std::string& queue,
   q.arguments["x-dead-letter-queue"] = dlq;
   s = client.DeclareQueue(q).status();
   if (!s.ok()) ADD_FAILURE() << s.ToString();
+}
+
+// How many times `needle` occurs in `text` (log lines, typically).
+inline size_t CountOf(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+// A plain TCP connection to 127.0.0.1:`port` that sends `text` (maybe nothing) and stays open,
+// for idle and slow clients; -1 (after ADD_FAILURE) when it cannot connect. The caller closes.
+inline int OpenRawConnection(uint16_t port, const std::string& text = "") {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ADD_FAILURE() << "connect to port " << port << ": " << std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  if (!text.empty() && send(fd, text.data(), text.size(), MSG_NOSIGNAL) < 0) {
+    ADD_FAILURE() << "send: " << std::strerror(errno);
+  }
+  return fd;
 }
 
 }  // namespace wharf::testing

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "integration/helpers.h"
 #include "wharf/version.h"
@@ -89,6 +90,34 @@ TEST(Metrics, ABadMetricsAddressIsRefusedAtStart) {
                           &code);
   EXPECT_EQ(code, 2) << out;
   EXPECT_NE(out.find("must look like HOST:PORT"), std::string::npos) << out;
+}
+
+TEST(Metrics, Issue15HealthzAnswersWhileIdleAndSlowClientsAreConnected) {
+  testing::TestServer server({"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(server.metrics_port(), 0);
+  std::vector<int> fds;
+  // 16 connections that say nothing, and 2 that start a request and stall (fewer than the
+  // 4 workers: each holds one for up to 2 s).
+  for (int i = 0; i < 16; ++i) fds.push_back(testing::OpenRawConnection(server.metrics_port()));
+  for (int i = 0; i < 2; ++i)
+    fds.push_back(testing::OpenRawConnection(server.metrics_port(), "GET /healthz HT"));
+  for (int round = 0; round < 3; ++round) {
+    httplib::Client http("127.0.0.1", server.metrics_port());
+    http.set_connection_timeout(2, 0);
+    http.set_read_timeout(2, 0);
+    auto start = std::chrono::steady_clock::now();
+    auto res = http.Get("/healthz");
+    auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(res) << "round " << round << ": " << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(took, std::chrono::seconds(2)) << "round " << round;
+    auto metrics = http.Get("/metrics");
+    ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+    EXPECT_EQ(metrics->status, 200);
+  }
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 }  // namespace

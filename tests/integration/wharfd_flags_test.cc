@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "support/test_server.h"
+#include "integration/helpers.h"
 #include "wharf/version.h"
 
 namespace wharf {
@@ -80,6 +80,28 @@ TEST(WharfdFlags, EqualsFormWorksAndJsonLogLinesParse) {
   }
   EXPECT_GT(parsed, 2) << server.Log();
   EXPECT_TRUE(debug_seen) << "--log-level=debug took effect\n" << server.Log();
+}
+
+TEST(WharfdFlags, Issue15ListeningBeyondLoopbackWithTheGuestWarnsOnce) {
+  const std::string warning = "with the built-in admin guest/guest enabled";
+  {
+    testing::TestServer everywhere({"--listen", "0.0.0.0:0"});
+    ASSERT_NE(everywhere.Connect(), nullptr);  // still reachable on loopback, as guest
+    std::string log = everywhere.Log();
+    EXPECT_EQ(testing::CountOf(log, warning), 1u) << log;
+    EXPECT_NE(log.find("warning"), std::string::npos) << log;
+  }
+  {
+    testing::TestServer loopback;
+    EXPECT_EQ(testing::CountOf(loopback.Log(), warning), 0u) << loopback.Log();
+  }
+  {
+    std::string dir = testing::MakeTempDir("wharf-flags");
+    std::ofstream(dir + "/no-guest.toml") << "[auth]\nloopback_guest = false\n";
+    testing::TestServer no_guest({"--listen", "0.0.0.0:0", "--config", dir + "/no-guest.toml"});
+    EXPECT_EQ(testing::CountOf(no_guest.Log(), warning), 0u) << no_guest.Log();
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

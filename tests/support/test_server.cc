@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ std::string MakeTempDir(const std::string& prefix) {
   return made ? std::string(made) : std::string();
 }
 
-TestServer::TestServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+TestServer::TestServer(std::vector<std::string> extra_args, uint64_t fd_limit)
+    : extra_args_(std::move(extra_args)), fd_limit_(fd_limit) {
   dir_ = MakeTempDir("wharf-test");
   Launch();
 }
@@ -51,6 +53,10 @@ void TestServer::Launch() {
     // Appended: a test that restarts the broker keeps every run's log.
     FILE* out = std::freopen(log.c_str(), "a", stderr);
     (void)out;
+    if (fd_limit_ != 0) {
+      rlimit limit{fd_limit_, fd_limit_};
+      if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(126);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

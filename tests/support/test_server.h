@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,8 +21,9 @@ namespace wharf::testing {
 class TestServer {
  public:
   // Starts wharfd with `extra_args` appended (e.g. {"--config", path}). Fails the current
-  // test (ADD_FAILURE) if it does not become ready within 10 s.
-  explicit TestServer(std::vector<std::string> extra_args = {});
+  // test (ADD_FAILURE) if it does not become ready within 10 s. A non-zero `fd_limit` is set
+  // as the child's RLIMIT_NOFILE (soft and hard) before it runs wharfd (ulimit -n).
+  explicit TestServer(std::vector<std::string> extra_args = {}, uint64_t fd_limit = 0);
   ~TestServer();
 
   uint16_t port() const { return port_; }
@@ -51,6 +53,7 @@ class TestServer {
   void Launch();
 
   std::vector<std::string> extra_args_;
+  uint64_t fd_limit_ = 0;
   std::string dir_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;

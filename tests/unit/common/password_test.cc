@@ -138,5 +138,16 @@ TEST(Password, WellFormedHashIsAccepted) {
   EXPECT_TRUE(ValidatePasswordHash("pbkdf2-sha256$10000000$00$" + std::string(64, '0')).ok());
 }
 
+TEST(Password, HashAboveTheIterationCapIsRefusedWithTheCountNamed) {
+  const std::string key(64, '0');
+  EXPECT_TRUE(ValidatePasswordHash("pbkdf2-sha256$1000000$00$" + key, 1'000'000).ok());
+  Status s = ValidatePasswordHash("pbkdf2-sha256$1000001$00$" + key, 1'000'000);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find("1000001"), std::string_view::npos) << s.message();
+  EXPECT_NE(s.message().find("max_hash_iterations"), std::string_view::npos) << s.message();
+  // What wharfctl hash-password makes passes the default cap.
+  EXPECT_TRUE(ValidatePasswordHash(HashPassword("x"), 1'000'000).ok());
+}
+
 }  // namespace
 }  // namespace wharf

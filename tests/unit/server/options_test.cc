@@ -280,6 +280,38 @@ TEST_F(LoadConfigFileTest, ReadsIpv6Listen) {
   EXPECT_EQ(options.listen_port, 5999);
 }
 
+TEST_F(LoadConfigFileTest, ReadsTheLoginKeys) {
+  ServerOptions options;
+  ASSERT_TRUE(Load(R"([auth]
+hash_threads = 2
+hash_queue = 16
+max_hash_iterations = 50000
+failure_delay_ms = 20
+failure_delay_max_ms = 800
+throttle_addresses = 100
+)",
+                   &options)
+                  .ok());
+  EXPECT_EQ(options.login_threads, 2u);
+  EXPECT_EQ(options.login_queue, 16u);
+  EXPECT_EQ(options.max_hash_iterations, 50'000u);
+  EXPECT_EQ(options.login_failure_delay_ms, 20u);
+  EXPECT_EQ(options.login_failure_delay_max_ms, 800u);
+  EXPECT_EQ(options.login_throttle_addresses, 100u);
+  EXPECT_TRUE(ValidateOptions(options).ok());
+  ExpectRejected("[auth]\nhash_threads = 0\n", "hash_threads");
+  options.login_failure_delay_max_ms = 10;
+  EXPECT_EQ(ValidateOptions(options).code(), StatusCode::kInvalidConfig);
+}
+
+TEST_F(LoadConfigFileTest, AUserHashAboveMaxHashIterationsIsRefused) {
+  const std::string user = "[[auth.users]]\nname = \"slow\"\npassword_hash = \"pbkdf2-sha256$" +
+                           std::string("10000000$00$") + std::string(64, '0') + "\"\n";
+  ExpectRejected("[auth]\n" + user, "max_hash_iterations");
+  ServerOptions options;
+  EXPECT_TRUE(Load("[auth]\nmax_hash_iterations = 10000000\n" + user, &options).ok());
+}
+
 TEST_F(LoadConfigFileTest, UnknownKeyIsRejectedWithTheKeyNamed) {
   ExpectRejected("bogus = 1\n", "bogus");
   ExpectRejected("[server]\nlisten_address = \"h:1\"\n", "listen_address");
