@@ -84,8 +84,12 @@ void CollectCompletion(const CLI::App* command, const std::string& path, std::st
   *subcommands += "    \"" + path + "\") echo \"" + subs.substr(subs.empty() ? 0 : 1) + "\" ;;\n";
   *options += "    \"" + path + "\") echo \"" + opts.substr(opts.empty() ? 0 : 1) + "\" ;;\n";
   for (const CLI::App* sub : command->get_subcommands({})) {
-    CollectCompletion(sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(),
-                      subcommands, options);
+    // An alias (get, purge-queue) completes as its command does.
+    std::vector<std::string> names = sub->get_aliases();
+    names.insert(names.begin(), sub->get_name());
+    for (const std::string& name : names) {
+      CollectCompletion(sub, path.empty() ? name : path + " " + name, subcommands, options);
+    }
   }
 }
 

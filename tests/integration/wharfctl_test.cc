@@ -354,6 +354,7 @@ TEST(Wharfctl, BashCompletesCommandsAndOptions) {
   EXPECT_EQ(complete("wharfctl publish --pers"), "--persistent\n");
   EXPECT_EQ(complete("wharfctl --serv"), "--server\n");
   EXPECT_EQ(complete("wharfctl ge"), "get\n") << "aliases too";
+  EXPECT_EQ(complete("wharfctl get --pe"), "--peek\n") << "and their options";
   std::filesystem::remove_all(dir);
 }
 
