@@ -40,8 +40,8 @@ struct ClientOptions {
   std::string client_name = "wharf-cpp";
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{30000};  // for blocking calls
-  // Publishes queued in this client and not yet written to the socket, at most (bytes; one
-  // larger message still goes when nothing else waits). When the broker stops reading this
+  // Publishes queued in this client and not yet written to the socket, at most (bytes, plus
+  // the one publish let in last). When the broker stops reading this
   // connection (flow control, docs/operations.md), publishing calls wait for room, at most
   // request_timeout, then fail with kResourceExhausted: memory stays bounded and nothing is
   // taken that cannot be sent. Acks and other small frames are never held.

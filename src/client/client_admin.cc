@@ -1,0 +1,190 @@
+// client/client_admin.cc: the operators' calls of wharf::Client: listings (queues, exchanges,
+// bindings, consumers, connections, users), peek, delayed messages, redrive and users. The
+// connection is client/client_impl.h.
+#include "client/client_impl.h"
+
+namespace wharf {
+
+Result<std::vector<QueueInfo>> Client::ListQueues(const std::string& prefix) {
+  pb::Frame frame;
+  frame.mutable_list_queues()->set_prefix(prefix);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<QueueInfo> out;
+  for (const auto& q : reply->list_queues_ok().queues()) out.push_back(protocol::FromWire(q));
+  return out;
+}
+
+Result<DelayedPage> Client::ListDelayed(const std::string& queue, int64_t after_deliver_at_ms,
+                                        uint64_t after_message_id, uint32_t limit) {
+  pb::Frame frame;
+  auto* list = frame.mutable_list_delayed();
+  list->set_queue(queue);
+  list->set_after_deliver_at_ms(after_deliver_at_ms);
+  list->set_after_message_id(after_message_id);
+  list->set_limit(limit);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  DelayedPage page;
+  for (const auto& m : reply->list_delayed_ok().messages()) {
+    WHARF_ASSIGN_OR_RETURN(auto info, protocol::FromWire(m));
+    page.messages.push_back(std::move(info));
+  }
+  page.more = reply->list_delayed_ok().more();
+  page.next_after_deliver_at_ms = reply->list_delayed_ok().next_after_deliver_at_ms();
+  page.next_after_message_id = reply->list_delayed_ok().next_after_message_id();
+  return page;
+}
+
+Result<bool> Client::CancelDelayed(const std::string& queue, uint64_t message_id) {
+  pb::Frame frame;
+  frame.mutable_cancel_delayed()->set_queue(queue);
+  frame.mutable_cancel_delayed()->set_message_id(message_id);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return reply->cancel_delayed_ok().cancelled();
+}
+
+Result<PeekPage> Client::Peek(const std::string& queue, uint64_t after_position, uint32_t limit,
+                              bool with_body) {
+  pb::Frame frame;
+  auto* peek = frame.mutable_peek();
+  peek->set_queue(queue);
+  peek->set_after_position(after_position);
+  peek->set_limit(limit);
+  peek->set_with_body(with_body);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  PeekPage page;
+  for (const auto& m : reply->peek_ok().messages()) {
+    WHARF_ASSIGN_OR_RETURN(auto info, protocol::FromWire(m));
+    page.messages.push_back(std::move(info));
+  }
+  page.more = reply->peek_ok().more();
+  page.next_after = reply->peek_ok().next_after_position();
+  return page;
+}
+
+Result<std::vector<BindingSpec>> Client::ListBindings(const std::string& exchange,
+                                                      const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_list_bindings()->set_exchange(exchange);
+  frame.mutable_list_bindings()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<BindingSpec> out;
+  for (const auto& b : reply->list_bindings_ok().bindings()) {
+    BindingSpec spec;
+    spec.queue = b.queue();
+    spec.exchange = b.exchange();
+    spec.routing_key = b.routing_key();
+    spec.destination_exchange = b.destination_exchange();
+    WHARF_RETURN_IF_ERROR(protocol::FromWire(b.arguments(), &spec.arguments));
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+Result<std::vector<ConsumerInfo>> Client::ListConsumers(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_list_consumers()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ConsumerInfo> out;
+  for (const auto& c : reply->list_consumers_ok().consumers()) {
+    out.push_back(ConsumerInfo{c.queue(), c.consumer_tag(), c.connection_id(), c.user(),
+                               c.prefetch(), c.unacked(), c.lease_ms(), c.exclusive()});
+  }
+  return out;
+}
+
+Result<std::vector<ConnectionInfo>> Client::ListConnections() {
+  pb::Frame frame;
+  frame.mutable_list_connections();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ConnectionInfo> out;
+  for (const auto& c : reply->list_connections_ok().connections()) {
+    out.push_back(ConnectionInfo{c.id(), c.user(), c.address(), c.connected_at_ms(), c.consumers(),
+                                 c.unacked(), c.pending_receives()});
+  }
+  return out;
+}
+
+Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
+  pb::Frame frame;
+  auto* start = frame.mutable_start_redrive();
+  start->set_queue(spec.queue);
+  start->set_to(spec.to);
+  start->set_reason(spec.reason);
+  start->set_limit(spec.limit);
+  start->set_rate(spec.rate);
+  start->set_dry_run(spec.dry_run);
+  start->set_message_id(spec.message_id);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return protocol::FromWire(reply->redrive_ok().task());
+}
+
+Result<RedriveInfo> Client::CancelRedrive(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_cancel_redrive()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return protocol::FromWire(reply->redrive_ok().task());
+}
+
+Result<std::vector<RedriveInfo>> Client::RedriveStatus(const std::string& queue) {
+  pb::Frame frame;
+  frame.mutable_redrive_status()->set_queue(queue);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<RedriveInfo> out;
+  for (const auto& task : reply->redrive_status_ok().tasks()) {
+    out.push_back(protocol::FromWire(task));
+  }
+  return out;
+}
+
+Result<std::vector<ExchangeInfo>> Client::ListExchanges() {
+  pb::Frame frame;
+  frame.mutable_list_exchanges();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<ExchangeInfo> out;
+  for (const auto& e : reply->list_exchanges_ok().exchanges()) {
+    out.push_back(protocol::FromWire(e));
+  }
+  return out;
+}
+
+// --- Users --------------------------------------------------------------------------------------
+
+Status Client::PutUser(const std::string& name, const std::string& password_hash, bool admin) {
+  pb::Frame frame;
+  auto* put = frame.mutable_put_user();
+  put->set_name(name);
+  put->set_password_hash(password_hash);
+  put->set_admin(admin);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::DeleteUser(const std::string& name) {
+  pb::Frame frame;
+  frame.mutable_delete_user()->set_name(name);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<std::vector<UserInfo>> Client::ListUsers() {
+  pb::Frame frame;
+  frame.mutable_list_users();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<UserInfo> out;
+  for (const auto& u : reply->list_users_ok().users()) {
+    out.push_back(UserInfo{u.name(), u.admin(), u.source()});
+  }
+  return out;
+}
+
+}  // namespace wharf
