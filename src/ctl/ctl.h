@@ -84,6 +84,9 @@ CLI::Validator TypedValueText();
 bool ParseTypedValue(const std::string& kv, wharf::Headers* out, std::string* error);
 // Unix ms, or a UTC time like 2027-01-31T08:00:00Z (with optional .mmm).
 std::optional<int64_t> ParseTime(const std::string& text);
+// How long a queue's next ready message has waited since its publish, by the clock now;
+// nullopt when not known (an empty queue, or its head paged out).
+std::optional<int64_t> OldestReadyAgeMs(const wharf::QueueInfo& q);
 // Unix ms as UTC, 2027-01-31T08:00:00.000Z.
 std::string FormatTime(int64_t ms);
 // A message id in hex (as wharfctl prints them), with or without 0x.

@@ -14,18 +14,10 @@
 namespace wharf::ctl {
 namespace {
 
-// How long the next ready message has waited (since its publish), in ms; -1 when unknown.
-int64_t OldestAgeMs(const QueueInfo& q) {
-  if (q.head_published_at_ms == 0) return -1;
-  int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  return std::max<int64_t>(0, now - q.head_published_at_ms);
-}
-
 // "-", "850ms", "42s", "17m", "5h", "3d".
-std::string Age(int64_t ms) {
-  if (ms < 0) return "-";
+std::string Age(std::optional<int64_t> age_ms) {
+  if (!age_ms) return "-";
+  const int64_t ms = *age_ms;
   if (ms < 1'000) return std::to_string(ms) + "ms";
   int64_t s = ms / 1'000;
   if (s < 120) return std::to_string(s) + "s";
@@ -67,7 +59,7 @@ int ListQueues(Client& client, const std::string& prefix, bool json) {
     std::printf(
         "%-28s %9llu %8llu %9llu %5u %8s %8s %8s %8s  %s\n", Printable(q.name).c_str(),
         static_cast<unsigned long long>(q.ready), static_cast<unsigned long long>(q.delayed),
-        static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestAgeMs(q)).c_str(),
+        static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestReadyAgeMs(q)).c_str(),
         Rate(q.publish_rate).c_str(), Rate(q.deliver_rate).c_str(), Rate(q.ack_rate).c_str(),
         q.dead_letter_target.empty() ? "-" : Printable(q.dead_letter_target).c_str());
   }
@@ -102,7 +94,7 @@ int ShowQueue(Client& client, const std::string& name, bool json) {
       Printable(q.name).c_str(), flags.c_str(), static_cast<unsigned long long>(q.ready),
       static_cast<unsigned long long>(q.delayed),
       q.next_delayed_at_ms ? (" (next at " + FormatTime(q.next_delayed_at_ms) + ")").c_str() : "",
-      static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestAgeMs(q)).c_str(),
+      static_cast<unsigned long long>(q.in_flight), q.consumers, Age(OldestReadyAgeMs(q)).c_str(),
       q.dead_letter_target.empty() ? "-" : Printable(q.dead_letter_target).c_str(),
       static_cast<unsigned long long>(q.published_total),
       static_cast<unsigned long long>(q.delivered_total),

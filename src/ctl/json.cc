@@ -304,11 +304,8 @@ Result<Message> MessageFromJson(const Json& doc) {
 }
 
 Json QueueJson(const QueueInfo& q) {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  Json oldest = nullptr;
-  if (q.head_published_at_ms != 0) oldest = std::max<int64_t>(0, now_ms - q.head_published_at_ms);
+  const std::optional<int64_t> oldest_ms = OldestReadyAgeMs(q);
+  const Json oldest = oldest_ms ? Json(*oldest_ms) : Json();
   return Json{{"name", q.name},
               {"durable", q.durable},
               {"exclusive", q.exclusive},

@@ -60,7 +60,7 @@ Json PeekedJson(const std::string& queue, const PeekedMessage& m, bool with_body
 // headers. Everything else in it (ids, counters, deaths) is the broker's and is ignored.
 Result<Message> MessageFromJson(const Json& doc);
 
-// oldest_ready_age_ms is worked out from the clock now.
+// oldest_ready_age_ms: OldestReadyAgeMs (ctl/ctl.h).
 Json QueueJson(const QueueInfo& q);
 Json ExchangeJson(const ExchangeInfo& e);
 Json BindingJson(const BindingSpec& b);

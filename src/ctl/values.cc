@@ -2,8 +2,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -153,6 +155,14 @@ std::optional<int64_t> ParseTime(const std::string& text) {
   }
   if (std::string_view(rest) != "Z") return std::nullopt;
   return static_cast<int64_t>(seconds) * 1000 + millis;
+}
+
+std::optional<int64_t> OldestReadyAgeMs(const QueueInfo& q) {
+  if (q.head_published_at_ms == 0) return std::nullopt;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  return std::max<int64_t>(0, now - q.head_published_at_ms);
 }
 
 std::string FormatTime(int64_t ms) {
