@@ -24,7 +24,6 @@ namespace wharf::ctl {
 
 using cli::Finite;
 using cli::HostPort;
-using cli::Integer;
 using cli::ParseHostPort;
 using cli::Unsigned;
 
