@@ -114,13 +114,17 @@ Status Broker::Recover(const store::RecoveredState& state) {
 }
 
 Status Broker::CheckStore(const std::vector<Queue*>& targets, bool persistent) const {
-  if (store_error_.ok()) return Status::Ok();
+  // A disk below the store's reserve refuses new messages before they reach it, so the disk
+  // never fills because of them (store/disk_guard.h); a failed write refuses them until the
+  // store has recovered.
+  Status refusal = store_error_;
+  if (refusal.ok() && store_) refusal = store_->AcceptingMessages();
+  if (refusal.ok()) return Status::Ok();
   for (const Queue* queue : targets) {
     if (queue->store_id() != 0 && (persistent || queue->ShouldPage(options_.page_limits))) {
-      return Status(store_error_.code(),
-                    "the message store cannot write, so messages for durable queue " +
-                        Quote(queue->name()) +
-                        " are refused until it recovers: " + std::string(store_error_.message()));
+      return Status(refusal.code(), "the message store cannot take messages for durable queue " +
+                                        Quote(queue->name()) +
+                                        " now: " + std::string(refusal.message()));
     }
   }
   return Status::Ok();

@@ -117,9 +117,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("store")) {
     const toml::value& store = root.at("store");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "store", store,
-                                    {"memtable_bytes", "block_cache_bytes", "min_blob_bytes",
-                                     "page_max_messages", "page_max_bytes"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "store", store,
+                  {"memtable_bytes", "block_cache_bytes", "min_blob_bytes", "page_max_messages",
+                   "page_max_bytes", "disk_reserve_bytes", "ballast_bytes"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "memtable_bytes", 8u << 20, 64ull << 30,
                                             &options->store_memtable_bytes));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "block_cache_bytes", 1u << 20, 64ull << 30,
@@ -130,6 +131,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &options->page_max_messages));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "page_max_bytes", 1u << 10, 64ull << 30,
                                             &options->page_max_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "disk_reserve_bytes", 1u << 20, 1ull << 50,
+                                            &options->store_disk_reserve_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "ballast_bytes", 0, 1ull << 50,
+                                            &options->store_ballast_bytes));
   }
   if (root.contains("scheduler")) {
     const toml::value& scheduler = root.at("scheduler");

@@ -50,6 +50,11 @@ struct ServerOptions {
   uint64_t store_min_blob_bytes = 0;             // bodies this large go to blob files; 0 = off
   uint64_t page_max_messages = 50'000;           // per durable queue in RAM, then it pages
   uint64_t page_max_bytes = 32u << 20;           // body bytes per durable queue in RAM
+  // A full disk (docs/storage.md): no new message is stored while the data directory's disk
+  // has less than disk_reserve_bytes free (always on, unlike the [flow] watermark); a ballast
+  // file <data_dir>/ballast of ballast_bytes (0 = none) is deleted when the disk fills anyway.
+  uint64_t store_disk_reserve_bytes = 64u << 20;
+  uint64_t store_ballast_bytes = 64u << 20;
   // [scheduler]: delayed messages (docs/scheduler.md).
   uint32_t release_per_second = 100'000;  // most delayed messages that fall due per second
   uint32_t redrive_rate = 1'000;          // messages per second of a redrive that names no rate

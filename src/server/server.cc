@@ -3,7 +3,6 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include "server/metrics.h"
 #include "server/process_stats.h"
 #include "server/session.h"
+#include "store/disk_guard.h"
 
 namespace wharf::server {
 
@@ -41,6 +41,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   store_options.memtable_bytes = options.store_memtable_bytes;
   store_options.block_cache_bytes = options.store_block_cache_bytes;
   store_options.min_blob_bytes = options.store_min_blob_bytes;
+  store_options.disk_reserve_bytes = options.store_disk_reserve_bytes;
+  store_options.ballast_path = options.data_dir + "/ballast";
+  store_options.ballast_bytes = options.store_ballast_bytes;
+  store_options.disk_low_bytes = options.disk_free_low_bytes;
   // Store completions run on the broker thread, followed by the usual flush.
   auto post = [raw](std::function<void()> fn) {
     asio::post(*raw->broker_context_, [raw, fn = std::move(fn)] {
@@ -142,12 +146,6 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
 namespace {
 
-std::optional<uint64_t> FreeDiskBytes(const std::string& path) {
-  struct statvfs fs {};
-  if (statvfs(path.c_str(), &fs) != 0) return std::nullopt;
-  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-}
-
 uint64_t Mib(uint64_t bytes) { return bytes >> 20; }
 
 }  // namespace
@@ -179,11 +177,17 @@ void Server::CheckFlow() {
     }
   }
   if (reason.empty() && disk_low != 0) {
-    auto free = FreeDiskBytes(options_.data_dir);
+    auto free = store::FreeDiskBytes(options_.data_dir);
     if (free && *free < disk_low) {
       reason = "disk: " + std::to_string(Mib(*free)) +
                " MiB free where the data directory is, below the watermark of " +
                std::to_string(Mib(disk_low)) + " MiB ([flow] disk_free_low_bytes)";
+    }
+  }
+  if (reason.empty()) {
+    // The store's reserve holds whatever the watermark says (store/disk_guard.h).
+    if (Status full = store_->AcceptingMessages(); !full.ok()) {
+      reason = "disk: " + std::string(full.message());
     }
   }
   const bool blocked = !reason.empty();

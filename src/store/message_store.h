@@ -298,6 +298,11 @@ class MessageStore {
   // Writes everything committed so far, runs the remaining callbacks and stops the store's
   // threads. Later calls to Commit or Load fail with kShuttingDown.
   virtual void Close() = 0;
+
+  // Ok while the store takes new messages; kStoreFull (with the reason) while the disk is
+  // below its reserve (store/disk_guard.h). Removals, acks and topology still go through.
+  // Any thread; cheap.
+  virtual Status AcceptingMessages() const { return Status::Ok(); }
 };
 
 }  // namespace wharf::store

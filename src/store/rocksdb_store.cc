@@ -10,15 +10,18 @@
 #include <rocksdb/perf_level.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
 #include <rocksdb/write_buffer_manager.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <unordered_set>
 
 #include "store/keys.h"
 #include "store/records.h"
+#include "store/rocksdb_logger.h"
 #include "store/rocksdb_status.h"
 
 namespace wharf::store {
@@ -81,14 +84,34 @@ std::string Prefixed(char prefix, std::string_view name) {
   return key;
 }
 
+DiskGuardOptions GuardOptions(const StoreOptions& options) {
+  DiskGuardOptions guard;
+  // The store's directory may not exist yet: its parent is on the same disk in practice.
+  guard.path = std::filesystem::path(options.path).parent_path().string();
+  if (guard.path.empty()) guard.path = ".";
+  guard.reserve_bytes = options.disk_reserve_bytes;
+  guard.ballast_path = options.ballast_path;
+  guard.ballast_bytes = options.ballast_bytes;
+  guard.free_bytes_for_tests = options.free_bytes_for_tests;
+  return guard;
+}
+
 }  // namespace
 
 RocksDbStore::RocksDbStore(const StoreOptions& options, PostFn post)
-    : options_(options), post_(std::move(post)) {}
+    : options_(options), post_(std::move(post)), disk_(GuardOptions(options)) {}
 
 Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options, PostFn post) {
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options, std::move(post)));
-  WHARF_RETURN_IF_ERROR(store->OpenDb());
+  // On a full disk RocksDB cannot even open (it writes a new manifest and log): the ballast
+  // makes room, so consumers can drain what is there.
+  store->disk_.RefreshNow();
+  if (store->disk_.full()) store->disk_.ReleaseBallast();
+  Status opened = store->OpenDb();
+  if (opened.code() == StatusCode::kStoreFull && store->disk_.ReleaseBallast()) {
+    opened = store->OpenDb();
+  }
+  WHARF_RETURN_IF_ERROR(opened);
   RocksDbStore* raw = store.get();
   store->writer_ = std::thread([raw] {
     pthread_setname_np(pthread_self(), "wharf-writer");
@@ -123,6 +146,8 @@ Status RocksDbStore::OpenDb() {
   db_options.write_buffer_manager =
       std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_bytes, cache);
   db_options.info_log_level = rocksdb::WARN_LEVEL;
+  // RocksDB logs into wharfd's log, never into a file of its own on the data disk.
+  db_options.info_log = MakeRocksDbLogger(rocksdb::WARN_LEVEL);
   // One thread writes (the writer), so memtable inserts need no concurrency, and without it
   // they can start from a hint: the last insert of the same prefix (below).
   db_options.allow_concurrent_memtable_write = false;
@@ -135,6 +160,10 @@ Status RocksDbStore::OpenDb() {
 
   rocksdb::ColumnFamilyOptions meta;
   meta.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  // Off (window 0) until the disk is low: then files made mostly of removals are compacted
+  // at once, so a drained queue gives its space back (WatchDisk).
+  if (!deletions_) deletions_ = rocksdb::NewCompactOnDeletionCollectorFactory(0, 0);
+  meta.table_properties_collector_factories.push_back(deletions_);
   meta.write_buffer_size = 4u << 20;
 
   rocksdb::ColumnFamilyOptions messages = meta;
@@ -287,10 +316,12 @@ void RocksDbStore::WriterLoop() {
       // Purges are removed a step at a time whenever no commit waits (and after each group),
       // so a large one delays a confirm by one step at most. Closing leaves the rest, with
       // its records, for the next start.
-      cv_.wait(lock, [this] {
-        return closing_ || !requests_.empty() || !pending_reclaims_.empty() ||
-               (!reclaims_.empty() && error_.ok() && ReclaimAllowed());
-      });
+      // Woken at least each second (each 250 ms on a full disk) to watch the free space.
+      cv_.wait_for(lock, disk_.full() ? std::chrono::milliseconds(250) : std::chrono::seconds(1),
+                   [this] {
+                     return closing_ || !requests_.empty() || !pending_reclaims_.empty() ||
+                            (!reclaims_.empty() && error_.ok() && ReclaimAllowed());
+                   });
       for (StoredPurge& purge : pending_reclaims_) reclaims_.push_back(purge);
       pending_reclaims_.clear();
       if (requests_.empty() && closing_) return;  // everything is written
@@ -298,6 +329,7 @@ void RocksDbStore::WriterLoop() {
     }
     if (group.empty()) {
       ReclaimStep();
+      WatchDisk();
       continue;
     }
     if (!error_.ok()) TryResume();
@@ -342,6 +374,8 @@ void RocksDbStore::WriterLoop() {
           "store: write failed, publishing persistent messages is refused until it "
           "recovers: {}",
           status.ToString());
+      // The disk filled past the reserve (something else wrote to it): room to resume.
+      if (status.code() == StatusCode::kStoreFull) disk_.ReleaseBallast();
     }
     {
       std::lock_guard lock(mu_);
@@ -363,7 +397,51 @@ void RocksDbStore::WriterLoop() {
     }
     // A steady stream of commits must not starve a purge: one step after each group.
     if (!reclaims_.empty() && error_.ok()) ReclaimStep();
+    WatchDisk();
   }
+}
+
+void RocksDbStore::WatchDisk() {
+  disk_.Refresh(std::exchange(written_since_watch_, 0));
+  const uint64_t reserve = disk_.reserve_bytes();
+  const uint64_t free = disk_.free_bytes();
+  if (!disk_.full()) {
+    disk_.MakeBallast();
+  } else if (free < reserve / 2) {
+    disk_.ReleaseBallast();  // the reserve is going too: something else fills the disk
+  }
+  const bool low = free < std::max(options_.disk_low_bytes, 2 * reserve);
+  if (low != disk_low_) {
+    disk_low_ = low;
+    // Files written from now on that are mostly removals are compacted at once.
+    deletions_->SetWindowSize(low ? 128 : 0);
+    deletions_->SetDeletionTrigger(low ? 32 : 0);
+    deletions_->SetDeletionRatio(low ? 0.3 : 0);
+    if (low) {
+      spdlog::warn(
+          "store: {} MiB free on the disk: removals are flushed and compacted each second "
+          "to give their space back",
+          free >> 20);
+    }
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (!low || !written_since_flush_ || !db_ || !error_.ok() ||
+      now - compacted_at_ < std::chrono::seconds(1)) {
+    return;
+  }
+  written_since_flush_ = false;
+  compacted_at_ = now;
+  // The logs go once every family's memtable is flushed (on a small disk they are a good part
+  // of it); removed messages once the flushed removals are compacted with them. RocksDB's threads
+  // do both; the writer does not wait.
+  rocksdb::FlushOptions flush;
+  flush.wait = false;
+  flush.allow_write_stall = true;
+  rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_});
+  for (auto* family : {messages_, entries_, delayed_}) {
+    if (s.ok()) s = db_->SuggestCompactRange(family, nullptr, nullptr);
+  }
+  if (!s.ok()) spdlog::warn("store: cannot ask for removed messages' space back: {}", s.ToString());
 }
 
 void RocksDbStore::TryResume() {
@@ -420,6 +498,8 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
     s = db_->Write(options, wb);
   }
   if (s.ok()) unsynced_writes_ = !sync && (unsynced_writes_ || wb->Count() > 0);
+  written_since_watch_ += bytes;
+  written_since_flush_ = true;
   wb->Clear();
   if (!s.ok()) return FromRocksDb(s, "message store write failed");
   // Purges and deletions applied so far are on disk now: a later failure of the group must

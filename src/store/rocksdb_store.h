@@ -24,8 +24,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -34,11 +36,13 @@
 #include <variant>
 
 #include "common/histogram.h"
+#include "store/disk_guard.h"
 #include "store/message_store.h"
 #include "store/write_faults.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
+class CompactOnDeletionCollectorFactory;
 class DB;
 class Env;
 class Snapshot;
@@ -57,6 +61,18 @@ struct StoreOptions {
   // with time, so flushed files do not overlap and compaction moves them without rewriting:
   // blob files save no writes here and made 64 KiB drains a third slower (docs/storage.md).
   uint64_t min_blob_bytes = 0;
+  // A full disk (store/disk_guard.h, docs/storage.md): no new message is taken while the disk
+  // has less than disk_reserve_bytes free; a ballast file of ballast_bytes at ballast_path
+  // (none when empty or 0) is deleted when the disk fills anyway, or at a start on a full
+  // disk. Below disk_low_bytes free (or twice the reserve) the writer flushes and asks for
+  // compaction after writes, at most once a second, so logs and drained messages give their
+  // space back at once.
+  uint64_t disk_reserve_bytes = 64u << 20;
+  std::string ballast_path;
+  uint64_t ballast_bytes = 0;
+  uint64_t disk_low_bytes = 0;
+  // Tests only: the free disk space to assume, read at each check (nullopt: the real one).
+  std::function<std::optional<uint64_t>()> free_bytes_for_tests;
   // Tests only: makes disk writes fail on demand (store/write_faults.h).
   std::shared_ptr<WriteFaults> write_faults;
 };
@@ -88,6 +104,7 @@ class RocksDbStore final : public MessageStore {
   void FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) override;
   void CountRecoveredQueues(CountCallback done) override;
   void SetReclaimCallback(ReclaimCallback progress) override;
+  Status AcceptingMessages() const override { return disk_.Accepting(); }
   void Close() override;
 
   StoreCounters counters() const;
@@ -158,6 +175,9 @@ class RocksDbStore final : public MessageStore {
   template <typename Pred>
   Status RemoveBindings(Pred doomed, rocksdb::WriteBatch* wb);
   void TryResume();
+  // Between groups: reads the free disk space when due, makes or releases the ballast, and
+  // on a low disk flushes and asks for compaction after removals (docs/storage.md).
+  void WatchDisk();
   // Closes and opens the database again (after a failed WAL write). Holds db_mu_ exclusively.
   Status ReopenDb();
 
@@ -215,6 +235,13 @@ class RocksDbStore final : public MessageStore {
     std::unordered_set<uint64_t> settled_messages;  // put and removed in all their queues
   } plan_;
   Status error_;  // sticky write error (writer thread)
+  // The free-space reserve and ballast: written by the writer (and Open), read by anyone.
+  DiskGuard disk_;
+  std::shared_ptr<rocksdb::CompactOnDeletionCollectorFactory> deletions_;
+  bool written_since_flush_ = false;  // writer: written since WatchDisk last flushed
+  bool disk_low_ = false;             // writer: below disk_low_bytes (or twice the reserve)
+  uint64_t written_since_watch_ = 0;  // writer: bytes written since WatchDisk last ran
+  std::chrono::steady_clock::time_point compacted_at_{};
   std::chrono::steady_clock::time_point last_resume_;
 
   // Set by Recover, released when the recovered queues are counted (reader) or at Close.

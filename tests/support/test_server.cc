@@ -26,9 +26,10 @@ std::string MakeTempDir(const std::string& prefix) {
   return made ? std::string(made) : std::string();
 }
 
-TestServer::TestServer(std::vector<std::string> extra_args, uint64_t fd_limit)
+TestServer::TestServer(std::vector<std::string> extra_args, uint64_t fd_limit, std::string data_dir)
     : extra_args_(std::move(extra_args)), fd_limit_(fd_limit) {
   dir_ = MakeTempDir("wharf-test");
+  data_dir_ = data_dir.empty() ? dir_ + "/data" : std::move(data_dir);
   Launch();
 }
 
@@ -44,9 +45,9 @@ void TestServer::Launch() {
   std::error_code ec;
   std::filesystem::remove(ready, ec);
   port_ = 0;
-  std::vector<std::string> args = {WHARFD_PATH,  "--listen",     "127.0.0.1:0",
-                                   "--data-dir", dir_ + "/data", "--ready-file",
-                                   ready,        "--log-level",  "debug"};
+  std::vector<std::string> args = {WHARFD_PATH,  "--listen",    "127.0.0.1:0",
+                                   "--data-dir", data_dir_,     "--ready-file",
+                                   ready,        "--log-level", "debug"};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = fork();
   if (pid_ == 0) {

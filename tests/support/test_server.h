@@ -22,8 +22,10 @@ class TestServer {
  public:
   // Starts wharfd with `extra_args` appended (e.g. {"--config", path}). Fails the current
   // test (ADD_FAILURE) if it does not become ready within 10 s. A non-zero `fd_limit` is set
-  // as the child's RLIMIT_NOFILE (soft and hard) before it runs wharfd (ulimit -n).
-  explicit TestServer(std::vector<std::string> extra_args = {}, uint64_t fd_limit = 0);
+  // as the child's RLIMIT_NOFILE (soft and hard) before it runs wharfd (ulimit -n). A
+  // non-empty `data_dir` is used instead of <dir()>/data (the log stays in dir()).
+  explicit TestServer(std::vector<std::string> extra_args = {}, uint64_t fd_limit = 0,
+                      std::string data_dir = "");
   ~TestServer();
 
   uint16_t port() const { return port_; }
@@ -55,6 +57,7 @@ class TestServer {
   std::vector<std::string> extra_args_;
   uint64_t fd_limit_ = 0;
   std::string dir_;
+  std::string data_dir_;
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   uint16_t metrics_port_ = 0;

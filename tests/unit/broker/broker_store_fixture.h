@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,10 @@ class BrokerStoreTest : public ::testing::Test {
     options_ = options;
     store::StoreOptions store_options;
     store_options.write_faults = faults_;
+    store_options.free_bytes_for_tests = [this]() -> std::optional<uint64_t> {
+      uint64_t free = free_disk_bytes_.load();
+      return free == 0 ? std::nullopt : std::optional<uint64_t>(free);
+    };
     store_ = store::testing::OpenStore(dir_.path(), &mailbox_, store_options);
     ASSERT_NE(store_, nullptr);
     auto state = store_->Recover();
@@ -143,6 +149,8 @@ class BrokerStoreTest : public ::testing::Test {
   TempDir dir_;
   Mailbox mailbox_;
   std::shared_ptr<store::WriteFaults> faults_ = std::make_shared<store::WriteFaults>();
+  // The free disk space the store sees; 0: the real one.
+  std::atomic<uint64_t> free_disk_bytes_{0};
   ManualClock clock_;
   BrokerOptions options_;
   std::unique_ptr<store::RocksDbStore> store_;

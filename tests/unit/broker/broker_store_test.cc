@@ -400,5 +400,45 @@ TEST_F(BrokerStoreTest, FullDiskStopsConfirmsKeepsDataAndResumesByItself) {
   EXPECT_EQ(Info("q2").ready, 0u) << "declared once the store was back";
 }
 
+// A disk below the store's reserve (store/disk_guard.h): new messages for durable queues are
+// refused at once, before they reach the store, while acks, transient traffic and topology go
+// on; they are taken again when space returns, with no failed write in between.
+TEST_F(BrokerStoreTest, BelowTheDiskReserveNewMessagesAreRefusedAtOnceAndAcksGoOn) {
+  DeclareQueue("q");
+  ASSERT_TRUE(Publish("", "q", "before", true, 1)->deferred);
+  Drain();
+  auto wait_for = [&](bool accepting) {
+    for (int i = 0; i < 300 && store_->AcceptingMessages().ok() != accepting; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return store_->AcceptingMessages().ok() == accepting;
+  };
+  free_disk_bytes_ = 1u << 20;
+  ASSERT_TRUE(wait_for(false));
+  auto refused = Publish("", "q", "refused", true, 2);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kStoreFull);
+  EXPECT_NE(refused.status().message().find("disk_reserve_bytes"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_TRUE(Publish("", "q", "transient", /*persistent=*/false, 3).ok());
+  QueueSpec spec;
+  spec.name = "q2";
+  spec.durable = true;
+  EXPECT_TRUE(broker_->DeclareQueue(kS1, spec).ok()) << "topology is small: it goes on";
+  EXPECT_EQ(TakeAndAck("q", 10, 2), (std::vector<std::string>{"before", "transient"}));
+  Drain();
+  EXPECT_TRUE(store_->AcceptingMessages().code() == StatusCode::kStoreFull);
+
+  free_disk_bytes_ = 0;  // the real disk: plenty
+  ASSERT_TRUE(wait_for(true));
+  ASSERT_TRUE(Publish("", "q", "after", true, 4)->deferred);
+  Drain();
+  ASSERT_EQ(peer_->confirms.size(), 2u);
+  EXPECT_TRUE(peer_->confirms[1].status.ok()) << peer_->confirms[1].status.ToString();
+  // The acked message stays acked across a restart: its removal was written.
+  Restart();
+  EXPECT_EQ(TakeAndAck("q", 10, 10), std::vector<std::string>{"after"});
+}
+
 }  // namespace
 }  // namespace wharf::broker
