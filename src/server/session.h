@@ -22,6 +22,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -187,6 +188,10 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   std::vector<Outbound> outbox_;
   uint32_t batches_done_ = 0;
   uint64_t outbox_queued_bytes_ = 0;
+  // Publishes not confirmed (a failing store) are logged at most once a second per connection,
+  // with how many were not logged since: a full disk fails every publish in flight.
+  std::chrono::steady_clock::time_point unconfirmed_logged_at_{};
+  uint64_t unconfirmed_unlogged_ = 0;
 };
 
 }  // namespace wharf::server
