@@ -26,6 +26,8 @@ class NullPeer final : public wharf::broker::SessionPeer {
   void ListDelayedDone(uint64_t, const wharf::Result<wharf::DelayedPage>&) override {}
   void PeekDone(uint64_t, const wharf::Result<wharf::PeekPage>&) override {}
   void RedriveDone(uint64_t, const wharf::Result<wharf::RedriveInfo>&) override {}
+  void PurgeDone(uint64_t, const wharf::Result<uint64_t>&) override {}
+  void DeleteQueueDone(uint64_t, const wharf::Result<uint64_t>&) override {}
   void ConsumerCancelled(const std::string&, std::string_view) override {}
   void Flush() override {}
   bool Writable() const override { return true; }

@@ -145,10 +145,15 @@ class Broker {
   Status DeclareExchange(const ExchangeSpec& spec);
   Status DeleteExchange(std::string_view name, bool if_unused);
   Result<QueueInfo> DeclareQueue(uint64_t session_id, QueueSpec spec);
-  // Returns the number of ready messages dropped with the queue.
+  // Returns the number of ready messages dropped with the queue. With a `request_id`, the
+  // answer also comes through SessionPeer::DeleteQueueDone, once the deletion is durable
+  // (synced) for a stored queue, at once otherwise.
   Result<uint64_t> DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
-                               bool if_empty);
-  Result<uint64_t> PurgeQueue(uint64_t session_id, std::string_view name);
+                               bool if_empty, uint64_t request_id = 0);
+  // Drops the queue's ready and delayed messages and returns how many. With a `request_id`,
+  // the answer also comes through SessionPeer::PurgeDone, once the purge is durable (synced:
+  // no purged message comes back after a crash) for a stored queue, at once otherwise.
+  Result<uint64_t> PurgeQueue(uint64_t session_id, std::string_view name, uint64_t request_id = 0);
   Status Bind(uint64_t session_id, const BindingSpec& binding);
   Status Unbind(uint64_t session_id, const BindingSpec& binding);
   std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
@@ -282,6 +287,11 @@ class Broker {
   void RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
                       std::string_view reason);
   void DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason);
+  // Above the sequence number of every message of `queue` that a purge's range must not
+  // cover: those in flight, and those whose removal (an earlier purge's) is still queued.
+  uint64_t PurgeFloor(const Queue& queue) const;
+  // Runs `answer` once the current batch's commit is synced (at once without a store).
+  void AnswerWhenDurable(std::function<void(const Status&)> answer);
   // Answers a long poll (possibly with nothing) and forgets its deadline.
   void CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deliveries);
   void MaybeAutoDeleteExchange(const std::string& name);
@@ -425,11 +435,20 @@ class Broker {
   std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
   // Run once the commit of the current batch completes (with its status).
   std::vector<std::function<void(const Status&)>> after_commit_;
-  // Entries of purged messages that were in RAM, removed a slice at a time, each slice once the
-  // one before is written (CommitPending), so that a purge of a full RAM (50,000 messages)
-  // does not make one long write that holds up confirms.
-  std::deque<store::EntryRef> purge_removals_;
+  // Entries of purged messages that a purged range could not cover (returned messages below
+  // one still in flight), removed a slice at a time, each slice once the one before is written
+  // (CommitPending), so that many of them never make one long write that holds up confirms.
+  // A purge's answer rides on its last entry: it goes once that slice is synced.
+  struct PurgeRemoval {
+    store::EntryRef entry;
+    std::function<void(const Status&)> answer;  // null but on a purge's last entry
+  };
+  std::deque<PurgeRemoval> purge_removals_;
   bool purge_removal_in_flight_ = false;
+  // Slices whose write failed, and the last failure: a purge whose earlier slice failed is
+  // not answered OK because its last one was written.
+  uint64_t purge_removal_failures_ = 0;
+  Status purge_removal_error_;
   double release_tokens_ = 0;  // the release rate's bucket
   SteadyTime release_refilled_at_{};
   bool release_backlog_ = false;  // due messages wait for tokens

@@ -146,18 +146,27 @@ void Broker::Unstore(const Queue& queue, const QueuedMessage& message) {
 }
 
 void Broker::CommitPending(bool probe) {
-  // One slice of a purge's RAM entries at a time: the next goes once this one is written, so
-  // the writer never merges them into one long write (each is a few milliseconds) and other
+  // One slice of purged entries at a time: the next goes once this one is written, so the
+  // writer never merges them into one long write (each is a few milliseconds) and other
   // commits go in between. At shutdown all of them go: the store writes what it was given
-  // before it closes.
+  // before it closes. A purge waiting for its last entry is answered once that slice is synced.
   if (!purge_removals_.empty() && (!purge_removal_in_flight_ || shutting_down_)) {
     const size_t removals = shutting_down_ ? purge_removals_.size() : 1024;
+    std::vector<std::function<void(const Status&)>> answers;
     for (size_t n = 0; n < removals && !purge_removals_.empty(); ++n) {
-      Persist(store::StoreBatch::RemoveEntry{purge_removals_.front()});
+      PurgeRemoval& removal = purge_removals_.front();
+      Persist(store::StoreBatch::RemoveEntry{removal.entry});
+      if (removal.answer) answers.push_back(std::move(removal.answer));
       purge_removals_.pop_front();
     }
     purge_removal_in_flight_ = true;
-    after_commit_.push_back([this](const Status&) { purge_removal_in_flight_ = false; });
+    after_commit_.push_back([this](const Status& status) {
+      purge_removal_in_flight_ = false;
+      if (status.ok()) return;
+      ++purge_removal_failures_;
+      purge_removal_error_ = status;
+    });
+    for (auto& answer : answers) AnswerWhenDurable(std::move(answer));
   }
   for (auto& queue : std::exchange(delivered_marks_, {})) {
     queue->delivered_mark_pending = false;

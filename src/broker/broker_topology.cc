@@ -181,7 +181,7 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
 }
 
 Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
-                                     bool if_empty) {
+                                     bool if_empty, uint64_t request_id) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   QueueInfo info = queue->Info();
@@ -197,7 +197,45 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   uint64_t dropped = queue->ready() + queue->delayed().size();
   DropQueue(queue, "queue deleted");
+  if (request_id == 0) return dropped;
+  // Answered once the queue's removal is synced: a crash after the answer must not bring the
+  // queue back with its messages.
+  auto answer = [this, session_id, request_id, dropped](const Status& status) {
+    SessionState* session = FindSession(session_id);
+    if (!session) return;
+    session->peer().DeleteQueueDone(request_id, status.ok() ? Result<uint64_t>(dropped) : status);
+    MarkDirty(*session);
+  };
+  if (queue->store_id() != 0) {
+    AnswerWhenDurable(std::move(answer));
+  } else {
+    answer(Status::Ok());
+  }
   return dropped;
+}
+
+void Broker::AnswerWhenDurable(std::function<void(const Status&)> answer) {
+  if (!store_) return answer(Status::Ok());
+  batch_sync_ = true;
+  after_commit_.push_back(std::move(answer));
+}
+
+uint64_t Broker::PurgeFloor(const Queue& queue) const {
+  uint64_t floor = 0;
+  if (queue.in_flight > 0) {
+    for (const auto& [id, session] : sessions_) {
+      for (const auto& [tag, in_flight] : session->unacked) {
+        if (in_flight.queue.get() == &queue) floor = std::max(floor, in_flight.message.seq + 1);
+      }
+    }
+  }
+  // An entry must not be removed twice (a shared body would be released twice).
+  for (const PurgeRemoval& removal : purge_removals_) {
+    if (removal.entry.queue_id == queue.store_id()) {
+      floor = std::max(floor, removal.entry.seq + 1);
+    }
+  }
+  return floor;
 }
 
 void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
@@ -229,8 +267,11 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   }
   queue->Purge();
   // RemoveQueue removes every entry: a purge's pending removal would release a body twice.
-  std::erase_if(purge_removals_, [&](const store::EntryRef& e) {
-    return queue->store_id() != 0 && e.queue_id == queue->store_id();
+  // A purge waiting for those removals is durable once the queue's removal is.
+  std::erase_if(purge_removals_, [&](PurgeRemoval& removal) {
+    if (queue->store_id() == 0 || removal.entry.queue_id != queue->store_id()) return false;
+    if (removal.answer) AnswerWhenDurable(std::move(removal.answer));
+    return true;
   });
   queue->delayed().Clear();
   ForgetDelayHead(queue.get());
@@ -245,35 +286,42 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   queues_.erase(name);
 }
 
-Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) {
+Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
+                                    uint64_t request_id) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
-  WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
-  PurgeResult purged = queue->Purge();
-  // Removed over the next commits, 1,024 per commit once the one before is written
-  // (CommitPending).
-  for (const QueuedMessage& m : purged.stored) {
-    if (!m.stored) continue;
-    purge_removals_.push_back(store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
-                                              m.receive_count, m.store_flags});
+  const bool stored = store_ && queue->store_id() != 0;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
+  // One range purges the ready messages, in RAM and paged, in this flush's batch; only
+  // returned messages below one still in flight are removed entry by entry (docs/storage.md,
+  // "Purge").
+  PurgeResult purged = queue->Purge(stored ? PurgeFloor(*queue) : 0);
+  for (QueuedMessage& m : purged.stored) {
+    purge_removals_.push_back(
+        PurgeRemoval{store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
+                                     m.receive_count, m.store_flags},
+                     nullptr});
   }
-  if (purged.paged_to_seq > purged.paged_from_seq) {
+  if (stored && purged.range_to > purged.range_from) {
     // Gone for every reader with this batch; the disk is reclaimed in steps in the background
     // (a purge of millions does not hold up other writes), its progress in OnReclaimed.
-    Persist(store::StoreBatch::PurgeRange{queue->store_id(), purged.paged_from_seq,
-                                          purged.paged_to_seq, purged.paged});
-    queue->purge_reclaiming += purged.paged;
+    Persist(store::StoreBatch::PurgeRange{queue->store_id(), purged.range_from, purged.range_to,
+                                          purged.range_messages});
+    queue->purge_reclaiming += purged.range_messages;
     ++queue->purge_ranges;
     // Not written (the store failed): nothing is removed in the background, so nothing is
     // left to wait for. The range comes back after a restart, as an ack written then would.
-    after_commit_.push_back([weak = std::weak_ptr<Queue>(queue), paged = purged.paged](Status s) {
-      std::shared_ptr<Queue> q = weak.lock();
-      if (s.ok() || !q || q->purge_ranges == 0) return;
-      q->purge_reclaiming -= std::min(q->purge_reclaiming, paged);
-      if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
-    });
-    spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
-                 LogSafe(queue->name()), purged.count, purged.paged);
+    after_commit_.push_back(
+        [weak = std::weak_ptr<Queue>(queue), messages = purged.range_messages](const Status& s) {
+          std::shared_ptr<Queue> q = weak.lock();
+          if (s.ok() || !q || q->purge_ranges == 0) return;
+          q->purge_reclaiming -= std::min(q->purge_reclaiming, messages);
+          if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
+        });
+    if (purged.paged > 0) {
+      spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
+                   LogSafe(queue->name()), purged.count, purged.range_messages);
+    }
   }
   // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
   uint64_t delayed = queue->delayed().Clear();
@@ -281,7 +329,27 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name) 
     Persist(store::StoreBatch::RemoveAllDelayed{queue->store_id()});
   }
   UpdateDelayHead(queue);
-  return purged.count + delayed;
+  const uint64_t count = purged.count + delayed;
+  if (request_id == 0) return count;
+  // Answered once every part of the purge is synced, like a confirm: a crash after the answer
+  // brings none of the purged messages back.
+  auto answer = [this, session_id, request_id, count,
+                 failures = purge_removal_failures_](const Status& status) {
+    SessionState* session = FindSession(session_id);
+    if (!session) return;
+    Status written = status;
+    if (written.ok() && purge_removal_failures_ != failures) written = purge_removal_error_;
+    session->peer().PurgeDone(request_id, written.ok() ? Result<uint64_t>(count) : written);
+    MarkDirty(*session);
+  };
+  if (!stored) {
+    answer(Status::Ok());
+  } else if (!purged.stored.empty()) {
+    purge_removals_.back().answer = std::move(answer);  // with the slice of its last removal
+  } else {
+    AnswerWhenDurable(std::move(answer));
+  }
+  return count;
 }
 
 Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {

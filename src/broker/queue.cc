@@ -146,19 +146,32 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
   }
 }
 
-PurgeResult Queue::Purge() {
+PurgeResult Queue::Purge(uint64_t floor) {
   PurgeResult result;
   result.count = ready();
-  for (auto& [seq, m] : returned_) {
-    if (m.stored) result.stored.push_back(std::move(m));
-  }
-  for (auto& m : ready_) {
-    if (m.envelope && m.stored) result.stored.push_back(std::move(m));
-  }
-  if (paged_ > 0) {
-    result.paged_from_seq = load_from_seq_;
-    result.paged_to_seq = next_seq_;
-    result.paged = paged_;
+  // Ready messages come after every delivered one (deliveries take the head), returned ones
+  // interleave with those still in flight: the range starts at the first ready message at or
+  // above `floor`, and whatever is stored below it is removed entry by entry.
+  uint64_t from = paged_ > 0 ? load_from_seq_ : next_seq_;
+  auto consider = [&](QueuedMessage& m) {
+    if (!m.envelope || !m.stored) return;
+    if (m.seq < floor) {
+      result.stored.push_back(std::move(m));
+    } else {
+      from = std::min(from, m.seq);
+      ++result.range_messages;
+    }
+  };
+  for (auto& [seq, m] : returned_) consider(m);
+  for (auto& m : ready_) consider(m);
+  result.paged = paged_;
+  result.range_messages += paged_;
+  if (result.range_messages > 0) {
+    result.range_from = std::max(from, floor);
+    // One past the last sequence number, which stays unused: a later purge's range never
+    // ends where this one does (the store tells ranges apart by their end).
+    result.range_to = next_seq_ + 1;
+    next_seq_ = result.range_to;
   }
   ready_.clear();
   returned_.clear();

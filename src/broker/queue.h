@@ -55,13 +55,21 @@ struct PageLimits {
   uint64_t max_bytes = 32u << 20;
 };
 
-// What Purge removed, so the broker can remove it from the store.
+// What Purge removed, so the broker can remove it from the store (docs/storage.md, "Purge").
+// Every purged message with an entry is either in `stored` or in [range_from, range_to), a
+// range holding only purged messages (and gaps), which one record purges.
 struct PurgeResult {
   uint64_t count = 0;
-  std::vector<QueuedMessage> stored;  // RAM messages with store entries
-  uint64_t paged_from_seq = 0;        // paged messages: [paged_from_seq, paged_to_seq)
-  uint64_t paged_to_seq = 0;
-  uint64_t paged = 0;  // how many (an upper bound while the recovered count is estimated)
+  // RAM messages with store entries below the range (returned ones below `floor`): removed
+  // one by one.
+  std::vector<QueuedMessage> stored;
+  // [range_from, range_to): the ready messages in RAM from `floor` on and every paged one;
+  // empty (from == to) when no stored message is there.
+  uint64_t range_from = 0;
+  uint64_t range_to = 0;
+  uint64_t range_messages = 0;  // stored messages in the range (paged: an upper bound while
+                                // the recovered count is estimated)
+  uint64_t paged = 0;           // of which paged
 };
 
 struct Consumer {
@@ -126,8 +134,10 @@ class Queue {
   // RAM (there may be paged ones: see NeedsLoad).
   std::optional<QueuedMessage> Pop(int64_t now_wall_ms,
                                    std::vector<QueuedMessage>* expired = nullptr);
-  // Drops every ready message, in RAM and paged.
-  PurgeResult Purge();
+  // Drops every ready message, in RAM and paged. `floor` is above the sequence number of
+  // every message of the queue that is in flight (or otherwise must not be in the purged
+  // range): the range starts there at the lowest.
+  PurgeResult Purge(uint64_t floor = 0);
 
   uint64_t ready() const { return ready_.size() - tombstones_ + returned_.size() + paged_; }
   // Body bytes of the ready messages (x-max-length-bytes); messages recovered at start-up

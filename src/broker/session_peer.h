@@ -37,6 +37,10 @@ class SessionPeer {
   virtual void PeekDone(uint64_t request_id, const Result<PeekPage>& result) = 0;
   // Answers to StartRedrive and CancelRedrive, once the task's new state is on disk.
   virtual void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) = 0;
+  // Answers to PurgeQueue and DeleteQueue (the messages purged, or dropped with the queue),
+  // once that is durable.
+  virtual void PurgeDone(uint64_t request_id, const Result<uint64_t>& result) = 0;
+  virtual void DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
   virtual void Flush() = 0;
   // False while the connection has too much output waiting: the broker then holds push

@@ -182,9 +182,9 @@ int MoveMessages(Client& client, const RedriveOptions& o, bool one) {
   return rc;
 }
 
-// `wharfctl purge QUEUE`: the queue is empty when the broker answers; a large purge's
-// messages are then removed from the disk in the background, which this follows to the end
-// (a progress bar on a terminal) unless --no-wait.
+// `wharfctl purge QUEUE`: the queue is empty, and the purge synced to disk, when the broker
+// answers; the purged messages are then removed from the disk in the background, which this
+// follows to the end (a progress bar on a terminal) unless --no-wait.
 int Purge(Client& client, const RedriveOptions& o) {
   const std::string& queue = o.queue;
   auto purged = client.PurgeQueue(queue);

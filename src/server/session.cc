@@ -764,16 +764,16 @@ void Session::HandleRequest(Request& request) {
     }
     case wire::Frame::kDeleteQueue: {
       const auto& d = frame.delete_queue();
-      auto n = broker.DeleteQueue(id_, d.name(), d.if_unused(), d.if_empty());
+      // On OK the answer comes through DeleteQueueDone, once the deletion is on disk.
+      auto n = broker.DeleteQueue(id_, d.name(), d.if_unused(), d.if_empty(), rid);
       if (!n.ok()) return ReplyStatus(rid, n.status());
-      reply.mutable_delete_queue_ok()->set_messages_deleted(*n);
-      return Reply(rid, std::move(reply));
+      return;
     }
     case wire::Frame::kPurgeQueue: {
-      auto n = broker.PurgeQueue(id_, frame.purge_queue().name());
+      // On OK the answer comes through PurgeDone, once the purge is on disk.
+      auto n = broker.PurgeQueue(id_, frame.purge_queue().name(), rid);
       if (!n.ok()) return ReplyStatus(rid, n.status());
-      reply.mutable_purge_queue_ok()->set_messages_purged(*n);
-      return Reply(rid, std::move(reply));
+      return;
     }
     case wire::Frame::kBind:
     case wire::Frame::kUnbind: {
@@ -982,6 +982,20 @@ void Session::RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result
   if (!result.ok()) return ReplyStatus(request_id, result.status());
   wire::Frame reply;
   protocol::ToWire(*result, reply.mutable_redrive_ok()->mutable_task());
+  Reply(request_id, std::move(reply));
+}
+
+void Session::PurgeDone(uint64_t request_id, const Result<uint64_t>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_purge_queue_ok()->set_messages_purged(*result);
+  Reply(request_id, std::move(reply));
+}
+
+void Session::DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_delete_queue_ok()->set_messages_deleted(*result);
   Reply(request_id, std::move(reply));
 }
 

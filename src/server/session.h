@@ -60,6 +60,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) override;
   void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) override;
   void PeekDone(uint64_t request_id, const Result<PeekPage>& result) override;
+  void PurgeDone(uint64_t request_id, const Result<uint64_t>& result) override;
+  void DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) override;
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
   void Flush() override;
 

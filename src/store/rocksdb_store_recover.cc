@@ -233,11 +233,18 @@ Result<RecoveredState> RocksDbStore::Recover() {
     if (!last) continue;
     queue.first_seq = *first;
     // Sequence numbers hidden by purges between the first and the last: not in the estimate;
-    // those past the last are counted off the estimate too, as next_seq covers them.
+    // those past the last are counted off the estimate too, as next_seq covers them. Ranges
+    // may overlap (a purge's range can hold a recovered one still being removed): each hidden
+    // number counts once, or the estimate would wrap below zero.
     uint64_t end = std::max(queue.next_seq, *last + 1);
-    for (const auto& [from, to] : doomed) {
-      uint64_t lo = std::max(from, *first), hi = std::min(to, end);
-      if (hi > lo) queue.purged_span += hi - lo;
+    auto spans = doomed;
+    std::sort(spans.begin(), spans.end());
+    uint64_t covered = *first;
+    for (const auto& [from, to] : spans) {
+      uint64_t lo = std::max(from, covered), hi = std::min(to, end);
+      if (hi <= lo) continue;
+      queue.purged_span += hi - lo;
+      covered = hi;
     }
     queue.next_seq = end;
     recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,

@@ -285,29 +285,118 @@ TEST_F(BrokerStoreTest, ALargePurgeIsReclaimedInTheBackgroundAndStaysPurgedAcros
                                                             "after-3", "after-restart"}));
 }
 
-// A purge's RAM entries are removed a slice at a time, each once the one before is written;
-// at shutdown the rest goes at once, so a clean stop never brings purged messages back.
-TEST_F(BrokerStoreTest, APurgeOfMessagesInRamIsWrittenInSlicesAndAllAtShutdown) {
+// Issue 15: a kill -9 right after a purge's answer brought back the RAM part, which was
+// removed 1,024 entries per commit after the answer. Now one range in the purge's own commit
+// covers the ready messages in RAM and paged, the answer waits until that commit is synced,
+// and what was in flight (below the range, or interleaved with returned messages removed
+// entry by entry) is untouched. The crash is taken right when the answer arrives: only what
+// the broker had handed to the store by then is written.
+TEST_F(BrokerStoreTest, APurgeIsDurableWhenAnsweredAndKeepsWhatIsInFlight) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 3'000;
+  options.load_batch = 500;
+  Restart(options);
+  DeclareQueue("q");
+  for (int i = 0; i < 4'000; ++i) ASSERT_TRUE(Publish("", "q", "m" + std::to_string(i)).ok());
+  Drain();
+  auto taken = Take("q", 6);
+  ASSERT_EQ(Bodies(taken), (std::vector<std::string>{"m0", "m1", "m2", "m3", "m4", "m5"}));
+  // m1, m3 and m5 come back: m1 and m3 below m4, still in flight, so no range may cover them.
+  for (int i : {1, 3, 5}) ASSERT_TRUE(broker_->Nack(kS1, taken[i].delivery_tag, false, true).ok());
+  Drain();
+
+  auto purged = broker_->PurgeQueue(kS1, "q", /*request_id=*/9);
+  ASSERT_TRUE(purged.ok()) << purged.status().ToString();
+  EXPECT_EQ(*purged, 3'997u) << "all but the three in flight";
+  EXPECT_EQ(Info("q").ready, 0u);
+  ASSERT_TRUE(Publish("", "q", "after", true, /*request_id=*/10)->deferred);
+  broker_->Flush();
+  EXPECT_TRUE(peer_->purges.empty()) << "answered only once the purge is on disk";
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return !peer_->purges.empty(); }));
+  ASSERT_EQ(peer_->purges.size(), 1u);
+  EXPECT_EQ(peer_->purges[0].first, 9u);
+  ASSERT_TRUE(peer_->purges[0].second.ok()) << peer_->purges[0].second.status().ToString();
+  EXPECT_EQ(*peer_->purges[0].second, 3'997u);
+
+  Restart(options);  // kill -9 at the answer
+  EXPECT_EQ(Info("q").ready, 4u) << "the three in flight and the one published after";
+  auto left = Take("q");
+  EXPECT_EQ(Bodies(left), (std::vector<std::string>{"m0", "m2", "m4", "after"}));
+  for (size_t i = 0; i < 3 && i < left.size(); ++i) EXPECT_EQ(left[i].receive_count, 2u);
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("q").ready, 4u) << "and the purged range stays purged at the next start";
+}
+
+// Returned messages below one still in flight are removed entry by entry, a slice at a time,
+// each once the one before is written; the purge is answered with the last slice, and at
+// shutdown the rest goes at once.
+TEST_F(BrokerStoreTest, ReturnedMessagesBelowOneInFlightGoInSlicesAndThePurgeWaitsForTheLast) {
   BrokerOptions options;
   options.page_limits.max_messages = 10'000;
   Restart(options);
   DeclareQueue("a");
   DeclareQueue("b");
-  for (int i = 0; i < 5'000; ++i) {
-    ASSERT_TRUE(Publish("", "a", "m").ok());
-    ASSERT_TRUE(Publish("", "b", "m").ok());
+  for (int i = 0; i < 3'000; ++i) {
+    ASSERT_TRUE(Publish("", "a", "a" + std::to_string(i)).ok());
+    ASSERT_TRUE(Publish("", "b", "b" + std::to_string(i)).ok());
   }
   Drain();
-  EXPECT_EQ(*broker_->PurgeQueue(kS1, "a"), 5'000u);
+  // Every message of each queue is taken; all but the last come back.
+  for (const char* name : {"a", "b"}) {
+    std::vector<Delivery> taken;
+    while (taken.size() < 3'000) {
+      auto more = Take(name, 1'000);
+      ASSERT_FALSE(more.empty());
+      for (auto& d : more) taken.push_back(std::move(d));
+    }
+    for (size_t i = 0; i + 1 < taken.size(); ++i) {
+      ASSERT_TRUE(broker_->Nack(kS1, taken[i].delivery_tag, false, true).ok());
+    }
+  }
+  Drain();
+  ASSERT_EQ(*broker_->PurgeQueue(kS1, "a", 1), 2'999u);
+  broker_->Flush();  // the first slice goes
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return broker_->store_requests_in_flight() == 1; }));
+  EXPECT_TRUE(peer_->purges.empty()) << "two slices to go";
   Drain();  // slice after slice
-  EXPECT_EQ(*broker_->PurgeQueue(kS1, "b"), 5'000u);
+  ASSERT_EQ(peer_->purges.size(), 1u);
+  EXPECT_TRUE(peer_->purges[0].second.ok());
+
+  ASSERT_EQ(*broker_->PurgeQueue(kS1, "b", 2), 2'999u);
   broker_->Flush();  // the first slice of b's goes to the store
   EXPECT_GT(broker_->store_requests_in_flight(), 0u);
   broker_->BeginShutdown();
   broker_->Flush();  // and all the rest
   Restart(options);
-  EXPECT_EQ(Info("a").ready, 0u);
-  EXPECT_EQ(Info("b").ready, 0u) << "the stop wrote every removal";
+  EXPECT_EQ(Info("a").ready, 1u) << "the one in flight";
+  EXPECT_EQ(Info("b").ready, 1u) << "the stop wrote every removal";
+  EXPECT_EQ(Bodies(Take("a")), (std::vector<std::string>{"a2999"}));
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"b2999"}));
+}
+
+// A queue's deletion is answered once its removal is synced, so a crash after the answer
+// cannot bring the queue back; a queue that is not stored is answered at once.
+TEST_F(BrokerStoreTest, DeletingAQueueIsAnsweredOnceDurable) {
+  DeclareQueue("stored");
+  DeclareQueue("transient", /*durable=*/false);
+  ASSERT_TRUE(Publish("", "stored", "m").ok());
+  ASSERT_TRUE(Publish("", "transient", "m", false).ok());
+  Drain();
+  ASSERT_EQ(*broker_->DeleteQueue(kS1, "transient", false, false, 3), 1u);
+  ASSERT_EQ(peer_->deletions.size(), 1u) << "nothing to write";
+  ASSERT_EQ(*broker_->DeleteQueue(kS1, "stored", false, false, 4), 1u);
+  broker_->Flush();
+  EXPECT_EQ(peer_->deletions.size(), 1u);
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return peer_->deletions.size() == 2; }));
+  EXPECT_EQ(peer_->deletions[1].first, 4u);
+  ASSERT_TRUE(peer_->deletions[1].second.ok());
+  EXPECT_EQ(*peer_->deletions[1].second, 1u);
+  // An error is the call's result, never answered again through the peer.
+  EXPECT_EQ(broker_->PurgeQueue(kS1, "stored", 5).status().code(), StatusCode::kQueueNotFound);
+  EXPECT_TRUE(peer_->purges.empty());
+  Restart();
+  EXPECT_TRUE(broker_->ListQueues("").empty());
 }
 
 TEST_F(BrokerStoreTest, APurgeTheStoreCouldNotWriteLeavesNothingToWaitFor) {
@@ -319,12 +408,15 @@ TEST_F(BrokerStoreTest, APurgeTheStoreCouldNotWriteLeavesNothingToWaitFor) {
   for (int i = 0; i < 1'000; ++i) ASSERT_TRUE(Publish("", "deep", "m").ok());
   Drain();
   faults_->disk_full = true;
-  auto purged = broker_->PurgeQueue(kS1, "deep");
+  auto purged = broker_->PurgeQueue(kS1, "deep", /*request_id=*/6);
   ASSERT_TRUE(purged.ok());  // the broker does not know yet
   EXPECT_EQ(*purged, 1'000u);
   EXPECT_GT(Info("deep").purge_reclaiming, 0u);
   Drain();
   EXPECT_EQ(Info("deep").purge_reclaiming, 0u) << "no removal will ever report";
+  ASSERT_EQ(peer_->purges.size(), 1u);
+  EXPECT_EQ(peer_->purges[0].second.status().code(), StatusCode::kStoreFull)
+      << "not answered OK: the purge is not on disk";
   faults_->disk_full = false;
 }
 

@@ -46,6 +46,12 @@ class RecordingPeer : public SessionPeer {
   void RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) override {
     redrives.emplace_back(request_id, result);
   }
+  void PurgeDone(uint64_t request_id, const Result<uint64_t>& result) override {
+    purges.emplace_back(request_id, result);
+  }
+  void DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) override {
+    deletions.emplace_back(request_id, result);
+  }
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override {
     cancellations.push_back(Cancellation{consumer_tag, std::string(reason)});
   }
@@ -66,6 +72,8 @@ class RecordingPeer : public SessionPeer {
   std::vector<std::pair<uint64_t, Result<DelayedPage>>> listings;  // ListDelayedDone
   std::vector<std::pair<uint64_t, Result<RedriveInfo>>> redrives;  // RedriveDone
   std::vector<std::pair<uint64_t, Result<PeekPage>>> peeks;        // PeekDone
+  std::vector<std::pair<uint64_t, Result<uint64_t>>> purges;       // PurgeDone
+  std::vector<std::pair<uint64_t, Result<uint64_t>>> deletions;    // DeleteQueueDone
   int flushes = 0;
   bool writable = true;  // set false to simulate a connection behind on writing
 };

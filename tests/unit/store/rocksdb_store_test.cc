@@ -539,6 +539,36 @@ TEST_F(RocksDbStoreTest, APurgeOnlyOfPagedEntriesLeavesAQueueEmptyWithItsNextSeq
   EXPECT_EQ(StoredBodies(), 0u);
 }
 
+// A purge's range can hold an earlier one still being removed (the broker's range starts at
+// the first ready message, which can be below an earlier range after requeues). After a
+// restart the estimate counts each hidden sequence number once (it wrapped below zero when
+// the spans were summed), and every entry is removed, and its body released, once.
+TEST_F(RocksDbStoreTest, NestedPurgedRangesAreCountedOnceAndRemovedOnce) {
+  OpenHoldingPurges();  // the first store removes nothing
+  ASSERT_NE(store_, nullptr);
+  StoreBatch batch;
+  FillForPurge(&batch);
+  batch.Add(StoreBatch::PurgeRange{1, 100, 200, 100});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  StoreBatch outer;
+  outer.Add(StoreBatch::PurgeRange{1, 3, 10'004, 9'999});
+  ASSERT_TRUE(CommitSync(std::move(outer)).ok());
+  Reopen();  // without faults: the removals start with the callback
+  ASSERT_EQ(state_.purges.size(), 2u);
+  const StoredQueue* a = FindQueue("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->first_seq, 1u);
+  EXPECT_EQ(a->estimated_messages(), 4u) << "1, 2, 10,004 and 10,005";
+  EXPECT_EQ(Counts()[1], 4u);
+  EXPECT_EQ(Seqs(LoadAll(1)), (std::vector<uint64_t>{1, 2, 10'004, 10'005}));
+  CountFinishedRemovals();
+  ASSERT_TRUE(WaitForRemovals(2));
+  Reopen();
+  EXPECT_TRUE(state_.purges.empty());
+  EXPECT_EQ(Seqs(LoadAll(1)), (std::vector<uint64_t>{1, 2, 10'004, 10'005}));
+  EXPECT_EQ(StoredBodies(), 1u) << "the shared body, released once, is held by queue b";
+}
+
 TEST_F(RocksDbStoreTest, ADeletedQueuesEntriesAreRemovedInTheBackgroundAcrossARestart) {
   auto faults = OpenHoldingPurges();
   ASSERT_NE(store_, nullptr);
