@@ -18,12 +18,7 @@ bool NameChar(char c) {
 }
 
 uint64_t ApproximateWireSize(const Message& m) {
-  uint64_t size = m.body.size() + 128;
-  for (const auto& [key, value] : m.headers) {
-    size += key.size() + 16;
-    if (const auto* s = std::get_if<std::string>(&value)) size += s->size();
-    if (const auto* b = std::get_if<Bytes>(&value)) size += b->data.size();
-  }
+  uint64_t size = m.body.size() + 128 + HeaderBytes(m.headers) + 16 * m.headers.size();
   const Properties& p = m.properties;
   size += p.message_id.size() + p.correlation_id.size() + p.reply_to.size() +
           p.content_type.size() + p.content_encoding.size() + p.type.size() + p.app_id.size();
@@ -206,8 +201,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   message.id = NextMessageId();
   message.published_at_ms = now_ms;
   message.deaths.clear();  // the broker's to set
-  auto envelope =
-      std::make_shared<Envelope>(Envelope{std::move(message), exchange_name, routing_key});
+  auto envelope = MakeEnvelope(Envelope{std::move(message), exchange_name, routing_key});
   // One stored queue: the message goes inside its entry. Several: written once, referenced.
   const bool inline_entry = references == 1;
   const uint8_t flags =

@@ -210,7 +210,7 @@ void Broker::OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generati
   for (store::LoadedMessage& m : *loaded) {
     DelayTimeline::Loaded& item = items.emplace_back();
     item.key = DelayKey{m.due_ms, m.message_id};
-    if (m.envelope) bytes += m.envelope->message.body.size();
+    if (m.envelope) bytes += m.envelope->whole_bytes();  // as the store counts
     if (!m.envelope || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {
       // No body, or a non-persistent message from before the restart: it goes.
       store::EntryRef ref{queue->store_id(), 0, m.message_id, m.receive_count, m.flags};
@@ -392,7 +392,7 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
           size_t looked_at = std::min<size_t>(loaded->size(), limit);
           for (size_t i = 0; i < looked_at; ++i) {
             store::LoadedMessage& m = (*loaded)[i];
-            if (m.envelope) bytes += m.envelope->message.body.size();
+            if (m.envelope) bytes += m.envelope->whole_bytes();  // as the store counts
             // The cursor moves past every entry read, listed or not.
             page.next_after_deliver_at_ms = m.due_ms;
             page.next_after_message_id = m.message_id;

@@ -271,12 +271,14 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
                   LogSafe(source->name()), id, LogSafe(reason));
     return;
   }
-  auto envelope = std::make_shared<Envelope>(*message.envelope);
+  Envelope copy = *message.envelope;
   // As RabbitMQ does: the copy loses its own expiration, or an expired message would expire
   // again in its dead-letter queue at once. The target queue's TTL still applies.
-  envelope->message.properties.expiration_ms = 0;
-  RecordDeath(&envelope->message, reason, source->name(), *message.envelope, clock_->WallMillis(),
+  copy.message.properties.expiration_ms = 0;
+  RecordDeath(&copy.message, reason, source->name(), *message.envelope, clock_->WallMillis(),
               message);
+  // Sized again: the death record is part of it.
+  const EnvelopePtr envelope = MakeEnvelope(std::move(copy));
   std::vector<Queue*> targets;
   std::string target_name;
   if (!policy.dead_letter_queue.empty()) {

@@ -62,7 +62,7 @@ Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string&
     }
     page.messages.push_back(ToPeeked(*m->envelope, m->seq, m->receive_count,
                                      m->first_received_at_ms, m->failures, with_body));
-    bytes += m->envelope->message.body.size();
+    bytes += m->envelope->whole_bytes();
     page.next_after = m->seq;
   }
   if (queue->paged() == 0 || queue->store_id() == 0 || !store_) {
@@ -99,7 +99,7 @@ Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string&
             store::LoadedMessage& m = (*loaded)[i];
             page.next_after = m.seq;  // past every entry read, shown or not
             if (!m.envelope) continue;
-            read_bytes += m.envelope->message.body.size();
+            read_bytes += m.envelope->whole_bytes();  // as the store counts
             // Not persistent and from before a restart: dropped when loaded.
             if ((m.flags & store::kEntryTransient) && m.message_id < run_start) continue;
             // Delivered before a restart (the queue's mark), as a load counts it.

@@ -409,7 +409,7 @@ void Broker::OnRedriveRead(const std::string& queue_name, uint64_t serial, uint6
   if (queue->load_generation != generation) return;  // purged meanwhile: read again
   uint64_t bytes = 0;
   for (store::LoadedMessage& m : *loaded) {
-    if (m.envelope) bytes += m.envelope->message.body.size();
+    if (m.envelope) bytes += m.envelope->whole_bytes();  // as the store counts
     if (m.seq >= task.stored.cursor_seq) task.read_ahead.push_back(std::move(m));
   }
   task.read_to_end = loaded->size() < kRedriveReadBatch && bytes < LoadBytes();

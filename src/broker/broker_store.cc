@@ -285,7 +285,7 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
   for (store::LoadedMessage& m : *loaded) {
     last_seq = m.seq;
     bool unreadable = m.envelope == nullptr;
-    if (!unreadable) bytes += m.envelope->message.body.size();
+    if (!unreadable) bytes += m.envelope->whole_bytes();  // as the store counts
     // Delivered before the restart (MarkDelivered) but never since: it counts as received once.
     if (m.receive_count == 0 && m.seq <= queue->delivered_through()) m.receive_count = 1;
     if (unreadable || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {

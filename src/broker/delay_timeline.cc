@@ -5,7 +5,8 @@
 namespace wharf::broker {
 namespace {
 
-uint64_t Bytes(const DelayedMessage& m) { return m.envelope->message.body.size(); }
+// The whole message, headers included (Envelope::whole_bytes): the RAM limits bound memory.
+uint64_t Bytes(const DelayedMessage& m) { return m.envelope->whole_bytes(); }
 
 }  // namespace
 

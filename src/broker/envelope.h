@@ -43,4 +43,12 @@ struct Delivery {
   uint32_t lease_ms = 0;  // settle within this, or it is redelivered
 };
 
+// Bytes a delivery adds to a connection's output, for its cap (server/session.h): the whole
+// message (Envelope::whole_bytes: headers and properties too, never less than their encoding)
+// plus the delivery's own fields.
+inline uint64_t OutputBytes(const Delivery& d) {
+  return d.envelope->whole_bytes() + d.consumer_tag.size() + d.queue.size() +
+         (d.failures ? d.failures->last_error.size() : 0) + 64;
+}
+
 }  // namespace wharf::broker

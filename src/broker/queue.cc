@@ -65,6 +65,7 @@ std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
   QueuedMessage m = std::move(*found);
   found->envelope = nullptr;
   ram_bytes_ -= m.envelope->message.body.size();
+  ram_memory_ -= m.envelope->whole_bytes();
   if (found == &ready_.front()) {
     ready_.pop_front();
     TrimFront();
@@ -107,6 +108,7 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
     return seq;
   }
   ram_bytes_ += envelope->message.body.size();
+  ram_memory_ += envelope->whole_bytes();
   ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags,
                                  first_received_at_ms, std::move(failures)});
   NoteExpiry(ready_.back());
@@ -136,6 +138,7 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
         continue;
       }
       ram_bytes_ -= next.envelope->message.body.size();
+      ram_memory_ -= next.envelope->whole_bytes();
       TrimFront();
     } else {
       return std::nullopt;
@@ -176,6 +179,7 @@ PurgeResult Queue::Purge(uint64_t floor) {
   ready_.clear();
   returned_.clear();
   ram_bytes_ = 0;
+  ram_memory_ = 0;
   returned_bytes_ = 0;
   paged_bytes_ = 0;
   tombstones_ = 0;
@@ -196,6 +200,7 @@ bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64
   uint64_t loaded_bytes = 0;
   for (auto& m : kept) {
     loaded_bytes += m.envelope->message.body.size();
+    ram_memory_ += m.envelope->whole_bytes();
     ready_.push_back(std::move(m));
     NoteExpiry(ready_.back());
   }

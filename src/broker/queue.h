@@ -8,7 +8,8 @@
 //
 // The queue is a data structure; the broker decides who gets what (broker.cc: Dispatch).
 //
-// Paging (durable queues only): while a queue holds more than its page limits in RAM, newly
+// Paging (durable queues only): while a queue holds more than its page limits in RAM (messages
+// counted whole: body, headers and properties, Envelope::whole_bytes), newly
 // enqueued messages are written to the store and not kept in RAM; only their count is ("paged").
 // They always follow everything in RAM, so order holds: when the RAM head runs low the broker
 // loads the next paged messages, in sequence order, from `load_from_seq()`. A queue recovered at
@@ -49,7 +50,8 @@ struct QueuedMessage {
   FailuresPtr failures;
 };
 
-// When a durable queue starts paging to disk.
+// When a durable queue starts paging to disk: messages in RAM, and their whole size
+// (Envelope::whole_bytes: headers and properties count as much as the body).
 struct PageLimits {
   uint64_t max_messages = 50'000;
   uint64_t max_bytes = 32u << 20;
@@ -119,7 +121,7 @@ class Queue {
   // True when the next message enqueued must go to the store only (see Paging above).
   bool ShouldPage(const PageLimits& limits) const {
     return store_id_ != 0 &&
-           (paged_ > 0 || live_in_ram() >= limits.max_messages || ram_bytes_ >= limits.max_bytes);
+           (paged_ > 0 || live_in_ram() >= limits.max_messages || ram_memory_ >= limits.max_bytes);
   }
   // Appends a message and returns its sequence number. With `page` it is counted, not kept:
   // the caller has written it to the store.
@@ -140,9 +142,12 @@ class Queue {
   PurgeResult Purge(uint64_t floor = 0);
 
   uint64_t ready() const { return ready_.size() - tombstones_ + returned_.size() + paged_; }
-  // Body bytes of the ready messages (x-max-length-bytes); messages recovered at start-up
-  // count once loaded.
+  // Body bytes of the ready messages (x-max-length-bytes counts bodies only, as RabbitMQ's
+  // does); messages recovered at start-up count once loaded.
   uint64_t ready_bytes() const { return ram_bytes_ + returned_bytes_ + paged_bytes_; }
+  // The whole size (Envelope::whole_bytes) of the ready messages kept in RAM in publish
+  // order (returned ones apart): what the page limit bounds.
+  uint64_t ram_memory_bytes() const { return ram_memory_; }
   bool HasReady() const { return ready_.size() > tombstones_ || !returned_.empty(); }
 
   // --- Expiry (x-message-ttl, expiration_ms; docs/lifecycle.md) ---
@@ -174,7 +179,7 @@ class Queue {
   bool NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
     // Live messages only: tombstones must not hold a load back (a queue whose RAM is all
     // tombstones would never pop them, nor load).
-    return paged_ > 0 && !loading && live_in_ram() < batch && ram_bytes_ < max_bytes;
+    return paged_ > 0 && !loading && live_in_ram() < batch && ram_memory_ < max_bytes;
   }
   // Takes the result of a load: `kept` (the next paged messages, in order) go to RAM;
   // `consumed` paged entries were read (kept ones and dropped ones), the last being
@@ -262,6 +267,7 @@ class Queue {
   uint64_t paged_beyond_load_ = 0;
   uint64_t paged_beyond_load_bytes_ = 0;
   uint64_t ram_bytes_ = 0;       // body bytes in ready_
+  uint64_t ram_memory_ = 0;      // whole bytes (Envelope::whole_bytes) in ready_
   uint64_t returned_bytes_ = 0;  // body bytes in returned_
   uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
   uint64_t tombstones_ = 0;      // entries of ready_ taken out by expiry (no envelope)

@@ -900,14 +900,8 @@ void Session::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
       });
 }
 
-// Bytes a delivery adds to this connection's output, for back-pressure (an estimate: the body
-// plus a fixed allowance for the envelope).
-static uint64_t QueuedSize(const broker::Delivery& d) {
-  return d.envelope->message.body.size() + 128;
-}
-
 void Session::Deliver(broker::Delivery delivery) {
-  uint64_t size = QueuedSize(delivery);
+  uint64_t size = broker::OutputBytes(delivery);
   outbox_queued_bytes_ += size;
   queued_bytes_.fetch_add(size, std::memory_order_acq_rel);
   outbox_.emplace_back(std::move(delivery));
@@ -921,7 +915,7 @@ bool Session::Writable() const {
 
 void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) {
   uint64_t size = 0;
-  for (const auto& d : deliveries) size += QueuedSize(d);
+  for (const auto& d : deliveries) size += broker::OutputBytes(d);
   outbox_queued_bytes_ += size;
   queued_bytes_.fetch_add(size, std::memory_order_acq_rel);
   outbox_.emplace_back(ReceiveDone{request_id, std::move(deliveries)});

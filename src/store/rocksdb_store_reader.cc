@@ -179,8 +179,8 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
                     envelope.status().ToString());
       return;
     }
-    bytes += envelope->message.body.size();
-    loaded.envelope = std::make_shared<const Envelope>(std::move(envelope).value());
+    loaded.envelope = MakeEnvelope(std::move(envelope).value());
+    bytes += loaded.envelope->whole_bytes();  // headers weigh on RAM as the body does
   };
   // Entries in chunks; inline messages come with their entry, the bodies of shared ones in
   // one MultiGet per chunk; until the limits are reached.

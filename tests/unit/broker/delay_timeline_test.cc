@@ -185,8 +185,25 @@ TEST(DelayTimelineTest, AMessageLargerThanTheByteLimitStaysInRam) {
 }
 
 TEST(DelayTimelineTest, ByteLimitEvictsToo) {
-  DelayTimeline t(true, {.max_messages = 100, .max_bytes = 250});
+  // Whole messages count (Envelope::whole_bytes): room for two and a half.
+  const uint64_t each = Make(1, 100).envelope->whole_bytes();
+  DelayTimeline t(true, {.max_messages = 100, .max_bytes = each * 5 / 2});
   for (uint64_t id = 1; id <= 4; ++id) t.Add({static_cast<int64_t>(id), id}, Make(id, 100));
+  EXPECT_EQ(t.ram_size(), 2u);
+  EXPECT_EQ(t.disk_count(), 2u);
+}
+
+// Headers weigh as much as the body: messages heavy in headers are evicted as heavy bodies are.
+TEST(DelayTimelineTest, HeadersCountTowardsTheByteLimit) {
+  const uint64_t each = Make(1, 16u << 10).envelope->whole_bytes();
+  DelayTimeline t(true, {.max_messages = 100, .max_bytes = each * 5 / 2});
+  for (uint64_t id = 1; id <= 4; ++id) {
+    Envelope e;
+    e.message.id = id;
+    e.message.headers["h"] = std::string(16u << 10, 'h');
+    t.Add({static_cast<int64_t>(id), id},
+          DelayedMessage{std::make_shared<const Envelope>(std::move(e)), 0, 0, 0, nullptr});
+  }
   EXPECT_EQ(t.ram_size(), 2u);
   EXPECT_EQ(t.disk_count(), 2u);
 }

@@ -228,6 +228,56 @@ TEST(Queue, PublishedTotalCountsEveryEnqueue) {
   EXPECT_EQ(q.Info().published_total, 5u);
 }
 
+// A message's headers count towards the page limit as its body does (Envelope::whole_bytes):
+// 16 KiB of headers page a queue as soon as 16 KiB of body would.
+TEST(Queue, HeadersCountTowardsThePageLimitLikeTheBody) {
+  QueueSpec spec;
+  spec.name = "durable";
+  spec.durable = true;
+  PageLimits limits;
+  limits.max_bytes = 64u << 10;
+  auto fill = [&](auto make) {
+    Queue q(spec, 0, /*store_id=*/1);
+    int kept = 0;
+    while (!q.ShouldPage(limits) && kept < 100) {
+      q.Enqueue(make(), true, 0, false);
+      ++kept;
+    }
+    return kept;
+  };
+  const int with_bodies = fill([] { return MakeEnvelope(std::string(16u << 10, 'b')); });
+  const int with_headers = fill([] {
+    auto e = std::make_shared<Envelope>();
+    e->message.body = "b";
+    e->message.headers["big"] = std::string(16u << 10, 'h');
+    return e;
+  });
+  EXPECT_EQ(with_bodies, 4);
+  EXPECT_EQ(with_headers, with_bodies) << "headers must weigh on RAM like bodies";
+  // Many small headers weigh more than their bytes: each is a map node.
+  const int with_many = fill([] {
+    auto e = std::make_shared<Envelope>();
+    for (int i = 0; i < 1000; ++i) e->message.headers["k" + std::to_string(i)] = true;
+    return e;
+  });
+  EXPECT_LE(with_many, 1);
+}
+
+// x-max-length-bytes counts bodies only, as RabbitMQ's does; paging counts whole messages.
+TEST(Queue, ReadyBytesCountBodiesAndRamMemoryWholeMessages) {
+  Queue q = MakeQueue();
+  auto e = std::make_shared<Envelope>();
+  e->message.body = "12345";
+  e->message.headers["h"] = std::string(1000, 'x');
+  q.Enqueue(e);
+  EXPECT_EQ(q.ready_bytes(), 5u);
+  EXPECT_EQ(q.ram_memory_bytes(), e->whole_bytes());
+  EXPECT_GT(q.ram_memory_bytes(), 1005u);
+  ASSERT_TRUE(q.Pop(kNow).has_value());
+  EXPECT_EQ(q.ready_bytes(), 0u);
+  EXPECT_EQ(q.ram_memory_bytes(), 0u);
+}
+
 TEST(Consumer, HasCreditHonoursPrefetchAndActive) {
   Consumer c;
   c.prefetch = 2;
