@@ -27,6 +27,26 @@ uint64_t ApproximateWireSize(const Message& m) {
 
 }  // namespace
 
+Status TooManyHeaders(uint64_t count, uint32_t max_headers) {
+  return Status(StatusCode::kMessageTooLarge, "message has " + std::to_string(count) +
+                                                  " headers, more than max_headers " +
+                                                  std::to_string(max_headers));
+}
+
+Status CheckMessageSize(const Message& message, uint64_t max_message_bytes, uint32_t max_headers) {
+  if (message.headers.size() > max_headers) {
+    return TooManyHeaders(message.headers.size(), max_headers);
+  }
+  const uint64_t header_bytes = HeaderBytes(message.headers);
+  if (message.body.size() + header_bytes > max_message_bytes) {
+    return Status(StatusCode::kMessageTooLarge,
+                  "message body of " + std::to_string(message.body.size()) + " bytes and " +
+                      std::to_string(header_bytes) + " bytes of headers exceed max_message_bytes " +
+                      std::to_string(max_message_bytes));
+  }
+  return Status::Ok();
+}
+
 std::string Quote(std::string_view name) { return "'" + CutForDisplay(name) + "'"; }
 
 Status ValidateName(std::string_view kind, std::string_view name) {
@@ -142,12 +162,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     due_ms = timing.delay_ms != 0 ? DueAfter(timing.delay_ms) : timing.deliver_at_ms;
     if (due_ms <= now_ms) due_ms = 0;  // a time in the past: deliver at once
   }
-  if (message.body.size() > options_.max_message_bytes) {
-    return Status(StatusCode::kMessageTooLarge, "message body of " +
-                                                    std::to_string(message.body.size()) +
-                                                    " bytes exceeds max_message_bytes " +
-                                                    std::to_string(options_.max_message_bytes));
-  }
+  WHARF_RETURN_IF_ERROR(
+      CheckMessageSize(message, options_.max_message_bytes, options_.max_headers));
   if (routing_key.size() > kMaxRoutingKeyBytes) {
     return Status(StatusCode::kInvalidArgument, "routing key longer than 255 bytes");
   }

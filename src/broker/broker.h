@@ -55,7 +55,12 @@
 namespace wharf::broker {
 
 struct BrokerOptions {
-  uint64_t max_message_bytes = 16u << 20;  // bodies larger than this get kMessageTooLarge
+  // A message's body plus its header names and values (HeaderBytes) may not exceed this, nor
+  // its headers number more than max_headers: kMessageTooLarge. The I/O thread refuses too many
+  // headers before it parses them (protocol::CountPublishHeaders); this is the same rule for
+  // every other way in.
+  uint64_t max_message_bytes = 16u << 20;
+  uint32_t max_headers = 10'000;
   uint32_t max_receive_batch = 1000;       // cap on Receive.max_messages
   uint32_t max_receive_wait_ms = 60'000;   // cap on Receive.wait_ms
   uint32_t max_receives_per_session = 64;  // outstanding long polls per connection
@@ -468,6 +473,11 @@ class Broker {
   mutable std::optional<SteadyTime> rates_at_;
 };
 
+// kMessageTooLarge for a message of `count` headers, more than `max_headers`.
+Status TooManyHeaders(uint64_t count, uint32_t max_headers);
+// kMessageTooLarge when `message` has more than `max_headers` headers, or its body and header
+// names and values (HeaderBytes) together exceed `max_message_bytes`.
+Status CheckMessageSize(const Message& message, uint64_t max_message_bytes, uint32_t max_headers);
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].
 Status ValidateName(std::string_view kind, std::string_view name);
 // Routing keys (of a publish or a binding) are at most this long.

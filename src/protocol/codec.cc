@@ -1,5 +1,10 @@
 #include "protocol/codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <cstdint>
+
 #include "common/log_safe.h"
 #include "net/frame.h"
 
@@ -51,6 +56,85 @@ std::optional<HeaderValue> ValueFromWire(const wire::HeaderValue& v) {
 
 }  // namespace
 
+Status CheckHeaderValues(const google::protobuf::Map<std::string, wire::HeaderValue>& in) {
+  for (const auto& [key, v] : in) {
+    if (v.kind_case() == wire::HeaderValue::KIND_NOT_SET) {
+      return Status(StatusCode::kInvalidArgument,
+                    "header '" + CutForDisplay(key) + "' has no value set");
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+// Calls `field(number, input)` for each length-delimited field of the message that `input`
+// holds up to its current limit, and skips every other field. `field` reads (or skips) the
+// field's bytes itself. False when the bytes cannot be read.
+template <typename Field>
+bool ForEachDelimited(google::protobuf::io::CodedInputStream* input, Field field) {
+  while (uint32_t tag = input->ReadTag()) {
+    if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!field(WireFormatLite::GetTagFieldNumber(tag), input)) return false;
+    } else if (!WireFormatLite::SkipField(input, tag)) {
+      return false;
+    }
+  }
+  return input->BytesUntilLimit() == 0;  // else a stray tag or unreadable bytes
+}
+
+// Reads the length of a length-delimited field and runs `inner` with the input limited to it.
+template <typename Inner>
+bool WithinField(google::protobuf::io::CodedInputStream* input, Inner inner) {
+  uint32_t length = 0;
+  if (!input->ReadVarint32(&length) || length > static_cast<uint32_t>(INT32_MAX)) return false;
+  auto limit = input->PushLimit(static_cast<int>(length));
+  bool ok = inner(input);
+  input->PopLimit(limit);
+  return ok;
+}
+
+bool SkipDelimited(google::protobuf::io::CodedInputStream* input) {
+  uint32_t length = 0;
+  return input->ReadVarint32(&length) && length <= static_cast<uint32_t>(INT32_MAX) &&
+         input->Skip(static_cast<int>(length));
+}
+
+}  // namespace
+
+FramePeek PeekFrame(std::string_view payload) {
+  FramePeek peek;
+  google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(payload.data()),
+                                               static_cast<int>(payload.size()));
+  auto count_headers = [&peek](int number, google::protobuf::io::CodedInputStream* in) {
+    if (number == wire::Message::kHeadersFieldNumber) ++peek.publish_headers;
+    return SkipDelimited(in);
+  };
+  auto in_message = [&](int number, google::protobuf::io::CodedInputStream* in) {
+    if (number != wire::Publish::kMessageFieldNumber) return SkipDelimited(in);
+    return WithinField(in, [&](auto* m) { return ForEachDelimited(m, count_headers); });
+  };
+  auto in_publish = [&](int number, google::protobuf::io::CodedInputStream* in) {
+    if (number != wire::Frame::kPublishFieldNumber) return SkipDelimited(in);
+    return WithinField(in, [&](auto* p) { return ForEachDelimited(p, in_message); });
+  };
+  // The request id is a varint at the top level: read it on the way.
+  while (uint32_t tag = input.ReadTag()) {
+    const int number = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if (number == wire::Frame::kRequestIdFieldNumber && type == WireFormatLite::WIRETYPE_VARINT) {
+      if (!input.ReadVarint64(&peek.request_id)) break;
+    } else if (type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!in_publish(number, &input)) break;
+    } else if (!WireFormatLite::SkipField(&input, tag)) {
+      break;
+    }
+  }
+  return peek;
+}
+
 Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in, Headers* out) {
   for (const auto& [key, v] : in) {
     auto value = ValueFromWire(v);
@@ -100,9 +184,19 @@ Message MoveFromWire(wire::Message* in) {
   Message m;
   m.id = in->id();
   m.body = std::move(*in->mutable_body());
-  // Callers that must refuse a valueless header check with FromWire(headers) first.
-  for (const auto& [key, v] : in->headers()) {
-    if (auto value = ValueFromWire(v)) m.headers.emplace(key, std::move(*value));
+  // Callers that must refuse a valueless header check with CheckHeaderValues first. String
+  // and bytes values are moved, not copied: headers can be most of a message.
+  for (auto& [key, v] : *in->mutable_headers()) {
+    switch (v.kind_case()) {
+      case wire::HeaderValue::kStringValue:
+        m.headers.emplace(key, HeaderValue(std::move(*v.mutable_string_value())));
+        break;
+      case wire::HeaderValue::kBytesValue:
+        m.headers.emplace(key, HeaderValue(Bytes{std::move(*v.mutable_bytes_value())}));
+        break;
+      default:
+        if (auto value = ValueFromWire(v)) m.headers.emplace(key, std::move(*value));
+    }
   }
   wire::Properties* wp = in->mutable_properties();
   Properties& p = m.properties;

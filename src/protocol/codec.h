@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "wharf/message.h"
 #include "wharf/result.h"
@@ -32,6 +33,20 @@ Message MoveFromWire(wire::Message* in);
 void ToWire(const Headers& headers, google::protobuf::Map<std::string, wire::HeaderValue>* out);
 // kInvalidArgument when a header value has no kind set.
 Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in, Headers* out);
+// The same check without a copy: kInvalidArgument when a header value has no kind set.
+Status CheckHeaderValues(const google::protobuf::Map<std::string, wire::HeaderValue>& in);
+
+// What a serialized Frame says before it is parsed: its request id and, for a Publish, how
+// many header entries its message carries (every entry counted, duplicates too, so never
+// fewer than the parsed map holds). Parsing a map costs far more RAM than its bytes on the
+// wire (a 16 MB frame of a million small headers takes hundreds of MB), so a broker refuses
+// too many headers from this count, without parsing them. Reads no further than it must;
+// what it cannot read counts nothing (the parser then rejects the frame).
+struct FramePeek {
+  uint64_t request_id = 0;
+  uint64_t publish_headers = 0;
+};
+FramePeek PeekFrame(std::string_view payload);
 
 // Status <-> wire Error. The numeric codes are the same by design (wharf/status.h).
 void ToWire(const Status& status, wire::Error* out);

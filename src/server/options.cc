@@ -103,11 +103,13 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("limits")) {
     const toml::value& limits = root.at("limits");
-    WHARF_RETURN_IF_ERROR(CheckKeys(
-        path, "limits", limits,
-        {"max_message_bytes", "max_connections", "handshake_timeout_ms", "reserved_fds"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "limits", limits,
+                                    {"max_message_bytes", "max_headers", "max_connections",
+                                     "handshake_timeout_ms", "reserved_fds"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "max_message_bytes", 1, 512u << 20,
                                             &options->max_message_bytes));
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, limits, "max_headers", 0, 1'000'000, &options->max_headers));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "max_connections", 1, 1'000'000,
                                             &options->max_connections));
     WHARF_RETURN_IF_ERROR(

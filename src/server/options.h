@@ -35,7 +35,12 @@ struct ServerOptions {
   // [log] format: "text" or "json" (server/log_format.h).
   std::string log_format = "text";
   uint32_t io_threads = 0;  // 0 = one per core beyond the broker thread, at least 2
+  // [limits] max_message_bytes: a message's body plus its header names and values;
+  // max_headers: headers per message (0: none allowed). Beyond either: MESSAGE_TOO_LARGE.
+  // Too many headers are refused before the frame is parsed: parsed, a header takes ~150
+  // bytes of RAM whatever its size on the wire.
   uint64_t max_message_bytes = 16u << 20;
+  uint32_t max_headers = 10'000;
   uint32_t max_connections = 10'000;
   // [limits] reserved_fds: file descriptors kept for the store, logs and metrics. A connection
   // accepted while the process has RLIMIT_NOFILE - reserved_fds descriptors open is refused
@@ -49,7 +54,7 @@ struct ServerOptions {
   uint64_t store_block_cache_bytes = 32u << 20;  // RocksDB block cache (index, filters too)
   uint64_t store_min_blob_bytes = 0;             // bodies this large go to blob files; 0 = off
   uint64_t page_max_messages = 50'000;           // per durable queue in RAM, then it pages
-  uint64_t page_max_bytes = 32u << 20;           // body bytes per durable queue in RAM
+  uint64_t page_max_bytes = 32u << 20;  // per durable queue in RAM: whole messages, headers too
   // A full disk (docs/storage.md): no new message is stored while the data directory's disk
   // has less than disk_reserve_bytes free (always on, unlike the [flow] watermark); a ballast
   // file <data_dir>/ballast of ballast_bytes (0 = none) is deleted when the disk fills anyway.

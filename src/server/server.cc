@@ -58,6 +58,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
 
   broker::BrokerOptions broker_options;
   broker_options.max_message_bytes = options.max_message_bytes;
+  broker_options.max_headers = options.max_headers;
   broker_options.page_limits.max_messages = options.page_max_messages;
   broker_options.page_limits.max_bytes = options.page_max_bytes;
   broker_options.delay_release_per_second = options.release_per_second;

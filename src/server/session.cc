@@ -183,6 +183,18 @@ void Session::DecodeBuffered() {
 
 Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batch) {
   Request request;
+  if (state_ == State::kOpen) {
+    // A map costs far more RAM parsed than on the wire: too many headers are refused before
+    // the frame is parsed (docs/protocol.md, "Limits"). The connection stays.
+    protocol::FramePeek peek = protocol::PeekFrame(payload);
+    const uint32_t max_headers = context_->options->max_headers;
+    if (peek.publish_headers > max_headers) {
+      request.request_id = peek.request_id;
+      request.early_error = broker::TooManyHeaders(peek.publish_headers, max_headers);
+      batch->push_back(std::move(request));
+      return Status::Ok();
+    }
+  }
   if (!request.frame.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return Status(StatusCode::kMalformedFrame, "frame payload of " +
                                                    std::to_string(payload.size()) +
@@ -212,13 +224,15 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
           Status(StatusCode::kEmptyRequest, "frame has no request body this broker knows");
       break;
     case wire::Frame::kPublish: {
-      Headers headers;
       request.early_error =
-          protocol::FromWire(request.frame.publish().message().headers(), &headers);
+          protocol::CheckHeaderValues(request.frame.publish().message().headers());
       if (request.early_error.ok()) {
         request.message =
             protocol::MoveFromWire(request.frame.mutable_publish()->mutable_message());
       }
+      // Only the message's own copy stays: the parsed one (its header map above all) goes now,
+      // not when the broker has run the request.
+      request.frame.mutable_publish()->clear_message();
       break;
     }
     case wire::Frame::kPing:

@@ -438,6 +438,34 @@ TEST_F(BrokerTest, MessageTooLargeIsRefused) {
   EXPECT_EQ(Info("q").ready, 1u);
 }
 
+// max_message_bytes counts header names and values with the body; max_headers bounds how many.
+TEST_F(BrokerTest, HeadersCountTowardsTheMessageLimits) {
+  BrokerOptions options;
+  options.max_message_bytes = 20;
+  options.max_headers = 3;
+  Reset(options);
+  DeclareQueue("q");
+  Message heavy;
+  heavy.body = std::string(10, 'x');
+  heavy.headers["name"] = std::string(7, 'v');  // 4 + 7 = 11 bytes: 21 in all
+  auto refused = broker().Publish(kS1, "", "q", heavy);
+  EXPECT_EQ(refused.status().code(), StatusCode::kMessageTooLarge);
+  EXPECT_NE(refused.status().message().find("11 bytes of headers"), std::string::npos)
+      << refused.status().ToString();
+  heavy.headers["name"] = std::string(6, 'v');  // exactly 20
+  EXPECT_TRUE(broker().Publish(kS1, "", "q", heavy).ok());
+  Message many;
+  for (const char* key : {"a", "b", "c", "d"}) many.headers[key] = true;
+  auto too_many = broker().Publish(kS1, "", "q", many);
+  EXPECT_EQ(too_many.status().code(), StatusCode::kMessageTooLarge);
+  EXPECT_NE(too_many.status().message().find("4 headers, more than max_headers 3"),
+            std::string::npos)
+      << too_many.status().ToString();
+  many.headers.erase("d");
+  EXPECT_TRUE(broker().Publish(kS1, "", "q", many).ok());
+  EXPECT_EQ(Info("q").ready, 2u);
+}
+
 TEST_F(BrokerTest, RoutingKeyLongerThan255BytesIsInvalidArgument) {
   Message message;
   EXPECT_EQ(broker().Publish(kS1, "amq.direct", std::string(256, 'k'), message).status().code(),

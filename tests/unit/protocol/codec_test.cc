@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/envelope.h"
 #include "net/frame.h"
 
 namespace wharf::protocol {
@@ -309,6 +310,79 @@ TEST(Codec, AppendFrameLengthPrefixIsTheSerializedSize) {
   EXPECT_EQ(length, frame.ByteSizeLong());
   EXPECT_EQ(out.size(), net::kFrameHeaderBytes + length);
   EXPECT_EQ(out.substr(net::kFrameHeaderBytes), frame.SerializeAsString());
+}
+
+// PeekFrame counts a publish's headers without parsing the frame, duplicates included, and
+// finds the request id wherever it is.
+TEST(Codec, PeekFrameCountsAPublishsHeadersWithoutParsing) {
+  wire::Frame frame;
+  frame.mutable_publish()->set_exchange("ex");
+  frame.mutable_publish()->set_routing_key("key");
+  ToWire(FullMessage(), frame.mutable_publish()->mutable_message());
+  frame.set_request_id(0x123456789ull);
+  std::string payload = frame.SerializeAsString();
+  FramePeek peek = PeekFrame(payload);
+  EXPECT_EQ(peek.request_id, 0x123456789ull);
+  EXPECT_EQ(peek.publish_headers, FullMessage().headers.size());
+  // A second copy of the same publish merges on parsing; every entry still counts.
+  FramePeek twice = PeekFrame(payload + payload);
+  EXPECT_EQ(twice.publish_headers, 2 * FullMessage().headers.size());
+
+  wire::Frame ack;
+  ack.set_request_id(7);
+  ack.mutable_ack()->set_delivery_tag(3);
+  EXPECT_EQ(PeekFrame(ack.SerializeAsString()).publish_headers, 0u);
+  EXPECT_EQ(PeekFrame(ack.SerializeAsString()).request_id, 7u);
+}
+
+TEST(Codec, PeekFrameCountsNothingInBytesItCannotRead) {
+  wire::Frame frame;
+  ToWire(FullMessage(), frame.mutable_publish()->mutable_message());
+  std::string payload = frame.SerializeAsString();
+  // Cut short: the entries before the cut may count, never more than there are.
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{3}, payload.size() / 2, payload.size() - 1}) {
+    EXPECT_LE(PeekFrame(payload.substr(0, cut)).publish_headers, FullMessage().headers.size());
+  }
+  EXPECT_EQ(PeekFrame("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"s).publish_headers, 0u);
+  EXPECT_EQ(PeekFrame(""s).request_id, 0u);
+}
+
+TEST(Codec, CheckHeaderValuesRefusesAValuelessHeader) {
+  wire::Message m;
+  ToWire(FullMessage(), &m);
+  EXPECT_TRUE(CheckHeaderValues(m.headers()).ok());
+  (*m.mutable_headers())["empty"];
+  EXPECT_EQ(CheckHeaderValues(m.headers()).code(), StatusCode::kInvalidArgument);
+}
+
+// A delivery counts at least its encoded size towards a connection's output cap, headers
+// included (broker::OutputBytes).
+TEST(Codec, OutputBytesAreAtLeastTheEncodedDelivery) {
+  for (int headers : {0, 1, 100, 10'000}) {
+    Envelope e;
+    e.message = FullMessage();
+    for (int i = 0; i < headers; ++i) e.message.headers["k" + std::to_string(i)] = int64_t{i};
+    e.exchange = "exchange";
+    e.routing_key = "routing.key";
+    broker::Delivery d;
+    d.consumer_tag = "ctag-1";
+    d.delivery_tag = 123456;
+    d.queue = "queue";
+    d.envelope = MakeEnvelope(std::move(e));
+    wire::Frame frame;
+    wire::Delivery* out = frame.mutable_delivery();
+    ToWire(d.envelope->message, out->mutable_message());
+    out->set_consumer_tag(d.consumer_tag);
+    out->set_delivery_tag(d.delivery_tag);
+    out->set_exchange(d.envelope->exchange);
+    out->set_routing_key(d.envelope->routing_key);
+    out->set_queue(d.queue);
+    out->set_receive_count(1);
+    out->set_lease_ms(30'000);
+    std::string encoded;
+    AppendFrame(frame, &encoded);
+    EXPECT_GE(broker::OutputBytes(d), encoded.size()) << headers << " headers";
+  }
 }
 
 }  // namespace

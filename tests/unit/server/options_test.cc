@@ -135,6 +135,7 @@ io_threads = 4
 
 [limits]
 max_message_bytes = 1048576
+max_headers = 250
 max_connections = 500
 handshake_timeout_ms = 2500
 
@@ -160,6 +161,7 @@ password_hash = ")" + bob +
   EXPECT_EQ(options.io_threads, 4u);
   EXPECT_EQ(options.max_message_bytes, 1048576u);
   EXPECT_EQ(options.max_frame_bytes(), 1048576u + (1u << 20));
+  EXPECT_EQ(options.max_headers, 250u);
   EXPECT_EQ(options.max_connections, 500u);
   EXPECT_EQ(options.handshake_timeout_ms, 2500u);
   EXPECT_FALSE(options.loopback_guest);
@@ -258,6 +260,7 @@ TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
   EXPECT_EQ(options.log_level, defaults.log_level);
   EXPECT_EQ(options.io_threads, defaults.io_threads);
   EXPECT_EQ(options.max_message_bytes, defaults.max_message_bytes);
+  EXPECT_EQ(options.max_headers, 10'000u);
   EXPECT_EQ(options.max_connections, defaults.max_connections);
   EXPECT_EQ(options.loopback_guest, defaults.loopback_guest);
   EXPECT_TRUE(options.users.empty());
@@ -345,6 +348,8 @@ TEST_F(LoadConfigFileTest, OutOfRangeIntegerIsRejected) {
   ExpectRejected("[limits]\nmax_connections = 0\n", "max_connections");
   ExpectRejected("[limits]\nhandshake_timeout_ms = 0\n", "handshake_timeout_ms");
   ExpectRejected("[limits]\nmax_connections = 1000001\n", "max_connections");
+  ExpectRejected("[limits]\nmax_headers = 1000001\n", "max_headers");
+  ExpectRejected("[limits]\nmax_headers = -1\n", "max_headers");
 }
 
 TEST_F(LoadConfigFileTest, IntegerLimitsAreInclusive) {
