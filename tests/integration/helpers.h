@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -53,6 +54,17 @@ inline void DeclareWithDeadLetterQueue(Client& client, const std::string& queue,
   q.arguments["x-dead-letter-queue"] = dlq;
   s = client.DeclareQueue(q).status();
   if (!s.ok()) ADD_FAILURE() << s.ToString();
+}
+
+// A figure of /proc/`pid`/status in bytes, e.g. "VmRSS" (resident now) or "VmHWM" (the peak);
+// 0 when it cannot be read.
+inline uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
+  }
+  return 0;
 }
 
 // How many times `needle` occurs in `text` (log lines, typically).

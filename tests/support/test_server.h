@@ -32,6 +32,8 @@ class TestServer {
   // The metrics listener's port, when started with --metrics-listen; else 0.
   uint16_t metrics_port() const { return metrics_port_; }
   const std::string& dir() const { return dir_; }
+  // The wharfd child's process id (-1 when it is not running), e.g. to read /proc/PID/status.
+  pid_t pid() const { return pid_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   // True while the wharfd child is alive (a crashed child is reaped here).
   bool running();
