@@ -110,6 +110,7 @@ FramePeek PeekFrame(std::string_view payload) {
                                                static_cast<int>(payload.size()));
   auto count_headers = [&peek](int number, google::protobuf::io::CodedInputStream* in) {
     if (number == wire::Message::kHeadersFieldNumber) ++peek.publish_headers;
+    if (number == wire::Message::kDeathsFieldNumber) ++peek.publish_deaths;
     return SkipDelimited(in);
   };
   auto in_message = [&](int number, google::protobuf::io::CodedInputStream* in) {

@@ -37,14 +37,16 @@ Status FromWire(const google::protobuf::Map<std::string, wire::HeaderValue>& in,
 Status CheckHeaderValues(const google::protobuf::Map<std::string, wire::HeaderValue>& in);
 
 // What a serialized Frame says before it is parsed: its request id and, for a Publish, how
-// many header entries its message carries (every entry counted, duplicates too, so never
-// fewer than the parsed map holds). Parsing a map costs far more RAM than its bytes on the
-// wire (a 16 MB frame of a million small headers takes hundreds of MB), so a broker refuses
-// too many headers from this count, without parsing them. Reads no further than it must;
-// what it cannot read counts nothing (the parser then rejects the frame).
+// many header entries and death records its message carries (every entry counted, duplicates
+// too, so never fewer than parsing makes). Parsed, an entry costs far more RAM than its bytes
+// on the wire (a 16 MB frame of a million small headers takes hundreds of MB; an empty death
+// record is 2 bytes on the wire and hundreds in RAM), so a broker refuses too many of either
+// from this count, without parsing them. What it cannot read counts nothing (the parser then
+// rejects the frame).
 struct FramePeek {
   uint64_t request_id = 0;
   uint64_t publish_headers = 0;
+  uint64_t publish_deaths = 0;
 };
 FramePeek PeekFrame(std::string_view payload);
 

@@ -189,8 +189,17 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     protocol::FramePeek peek = protocol::PeekFrame(payload);
     const uint32_t max_headers = context_->options->max_headers;
     if (peek.publish_headers > max_headers) {
-      request.request_id = peek.request_id;
       request.early_error = broker::TooManyHeaders(peek.publish_headers, max_headers);
+    } else if (peek.publish_deaths > kMaxDeaths) {
+      // The broker sets a message's deaths and ignores those of a publish; a client passing a
+      // dead-lettered message on carries at most kMaxDeaths.
+      request.early_error =
+          Status(StatusCode::kInvalidArgument,
+                 "a publish carries at most " + std::to_string(kMaxDeaths) +
+                     " death records, not " + std::to_string(peek.publish_deaths));
+    }
+    if (!request.early_error.ok()) {
+      request.request_id = peek.request_id;
       batch->push_back(std::move(request));
       return Status::Ok();
     }

@@ -318,15 +318,19 @@ TEST(Codec, PeekFrameCountsAPublishsHeadersWithoutParsing) {
   wire::Frame frame;
   frame.mutable_publish()->set_exchange("ex");
   frame.mutable_publish()->set_routing_key("key");
-  ToWire(FullMessage(), frame.mutable_publish()->mutable_message());
+  Message message = FullMessage();
+  message.deaths.resize(3);  // empty records: 2 bytes each on the wire
+  ToWire(message, frame.mutable_publish()->mutable_message());
   frame.set_request_id(0x123456789ull);
   std::string payload = frame.SerializeAsString();
   FramePeek peek = PeekFrame(payload);
   EXPECT_EQ(peek.request_id, 0x123456789ull);
-  EXPECT_EQ(peek.publish_headers, FullMessage().headers.size());
+  EXPECT_EQ(peek.publish_headers, message.headers.size());
+  EXPECT_EQ(peek.publish_deaths, 3u);
   // A second copy of the same publish merges on parsing; every entry still counts.
   FramePeek twice = PeekFrame(payload + payload);
-  EXPECT_EQ(twice.publish_headers, 2 * FullMessage().headers.size());
+  EXPECT_EQ(twice.publish_headers, 2 * message.headers.size());
+  EXPECT_EQ(twice.publish_deaths, 6u);
 
   wire::Frame ack;
   ack.set_request_id(7);
