@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "support/test_server.h"
 
@@ -53,6 +55,17 @@ inline void DeclareWithDeadLetterQueue(Client& client, const std::string& queue,
   q.arguments["x-dead-letter-queue"] = dlq;
   s = client.DeclareQueue(q).status();
   if (!s.ok()) ADD_FAILURE() << s.ToString();
+}
+
+// True once `pred()` is (polled every 10 ms), false when it is not within `limit`.
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5'000)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
 }
 
 // How many times `needle` occurs in `text` (log lines, typically).
