@@ -23,8 +23,6 @@ class RawConnection {
  public:
   explicit RawConnection(uint16_t port) : socket_(io_) {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
-    timeval tv{5, 0};
-    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
 
   void SendBytes(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
@@ -46,24 +44,23 @@ class RawConnection {
   }
   void ShutdownWrite() { socket_.shutdown(asio::ip::tcp::socket::shutdown_send); }
 
-  // The next frame, or nullopt at end of stream / timeout.
+  // The next frame, or nullopt at end of stream or after 5 s without one. (asio's blocking
+  // reads wait for ever whatever SO_RCVTIMEO says: each read waits here first.)
   std::optional<pb::Frame> ReadFrame() {
     unsigned char header[4];
-    asio::error_code ec;
-    asio::read(socket_, asio::buffer(header), ec);
-    if (ec) return std::nullopt;
+    if (!ReadExactly(header, sizeof header)) return std::nullopt;
     size_t length = (size_t{header[0]} << 24) | (size_t{header[1]} << 16) |
                     (size_t{header[2]} << 8) | header[3];
     std::string payload(length, '\0');
-    asio::read(socket_, asio::buffer(payload), ec);
-    if (ec) return std::nullopt;
+    if (!ReadExactly(payload.data(), length)) return std::nullopt;
     pb::Frame frame;
     if (!frame.ParseFromString(payload)) return std::nullopt;
     return frame;
   }
 
-  // True when the broker has closed the connection (reads hit end of stream).
+  // True when the broker has closed the connection (reads hit end of stream within 5 s).
   bool ClosedByPeer() {
+    if (!WaitReadable(kReadTimeout)) return false;
     char c;
     asio::error_code ec;
     socket_.read_some(asio::buffer(&c, 1), ec);
@@ -98,6 +95,24 @@ class RawConnection {
   }
 
  private:
+  static constexpr std::chrono::milliseconds kReadTimeout{5'000};
+
+  bool ReadExactly(void* out, size_t n) {
+    auto* p = static_cast<char*>(out);
+    auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
+    while (n > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !WaitReadable(left)) return false;
+      asio::error_code ec;
+      size_t got = socket_.read_some(asio::buffer(p, n), ec);
+      if (ec) return false;
+      p += got;
+      n -= got;
+    }
+    return true;
+  }
+
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
 };
