@@ -35,6 +35,7 @@ enum class StatusCode : uint16_t {
   kUnsupportedVersion = 104,
   kEmptyRequest = 105,
   kHandshakeTimeout = 106,
+  kFrameTimeout = 107,
   kAuthenticationFailed = 200,
   kAccessRefused = 201,
   kQueueNotFound = 300,

@@ -226,9 +226,9 @@ struct Client::Impl {
   }
 
   void ReadLoop() {
-    char* buffer = decoder.PrepareWrite(client_internal::kReadChunk);
+    std::span<char> space = decoder.PrepareWrite(client_internal::kReadChunk);
     socket.async_read_some(
-        asio::buffer(buffer, client_internal::kReadChunk), [this](const asio::error_code& ec, size_t n) {
+        asio::buffer(space.data(), space.size()), [this](const asio::error_code& ec, size_t n) {
           if (ec) {
             Fail(Status(StatusCode::kUnavailable, ec == asio::error::eof
                                                       ? std::string("broker closed the connection")

@@ -30,6 +30,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "UNSUPPORTED_VERSION";
     case StatusCode::kHandshakeTimeout:
       return "HANDSHAKE_TIMEOUT";
+    case StatusCode::kFrameTimeout:
+      return "FRAME_TIMEOUT";
     case StatusCode::kEmptyRequest:
       return "EMPTY_REQUEST";
     case StatusCode::kAuthenticationFailed:

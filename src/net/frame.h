@@ -11,12 +11,25 @@
 // kFrameTooLarge as soon as the 4-byte prefix is in, before any payload is buffered; bytes left
 // over when the stream ends are kFrameTruncated (Finish()).
 //
+// Memory: the buffer grows with the bytes that arrive, never with the length a prefix declares,
+// so a frame announced as 17 MiB of which 1 MiB came costs about 1 MiB. Beyond `free_bytes`
+// (every connection's allowance: a read's worth) the buffer grows only as far as the caller has
+// granted it (AddGrant), which is how the broker bounds the memory of all connections' partial
+// frames together (server/frame_budget.h): a frame that needs more than the allowance asks for
+// WantedGrant() bytes once its prefix is in, and PrepareWrite() offers no space beyond the
+// allowance until they are granted. While such a frame is in, nothing past its end is read, so
+// the buffer never holds more than max(free_bytes, the frame). With the default free_bytes
+// (unlimited) no grant is ever needed: the client's decoder.
+//
 // Thread safety: not thread-safe; owned by one connection.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -31,19 +44,26 @@ void AppendFrameHeader(uint32_t length, std::string* out);
 
 class FrameDecoder {
  public:
-  explicit FrameDecoder(size_t max_frame_bytes) : max_frame_bytes_(max_frame_bytes) {}
+  static constexpr size_t kUnlimited = SIZE_MAX;
+
+  explicit FrameDecoder(size_t max_frame_bytes, size_t free_bytes = kUnlimited)
+      : max_frame_bytes_(max_frame_bytes), free_bytes_(free_bytes) {}
 
   void set_max_frame_bytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
 
-  // Returns space for at least `n` more bytes; valid until the next call on this object.
-  char* PrepareWrite(size_t n);
+  // Space for up to `n` more bytes, valid until the next call on this object. Smaller than `n`
+  // when the buffer may not grow that far (the allowance and the grant), or when a frame larger
+  // than the allowance is in and fewer bytes complete it; empty only while such a frame waits
+  // for its grant (WantedGrant() > 0).
+  std::span<char> PrepareWrite(size_t n);
   // Declares that `n` bytes were written at PrepareWrite()'s pointer.
   void CommitWrite(size_t n);
-  // Appends bytes (for tests and callers that already hold a buffer).
-  void Append(std::string_view bytes);
+  // Appends bytes (for tests and callers that already hold a buffer). Returns how many were
+  // taken: fewer than given only when the buffer may grow no further.
+  size_t Append(std::string_view bytes);
 
   // The next complete payload, or nullopt if more bytes are needed. The view stays valid until
-  // the next call to PrepareWrite/Append. kFrameTooLarge is sticky.
+  // the next call to PrepareWrite/Append/Trim. kFrameTooLarge is sticky.
   Result<std::optional<std::string_view>> Next();
 
   // True when Next() would return a payload or an error without more bytes.
@@ -52,13 +72,52 @@ class FrameDecoder {
   // At end of stream: OK when no partial frame is buffered, else kFrameTruncated.
   Status Finish() const;
 
+  // Bytes received and not yet taken by Next().
   size_t buffered() const { return end_ - begin_; }
+  // Bytes taken by Next() since the start: with buffered(), where in the stream the next frame
+  // starts (its identity, for timing it).
+  uint64_t consumed() const { return consumed_; }
+  // The buffer's size: what this connection holds in memory for framing.
+  size_t capacity() const { return capacity_; }
+  // The declared size (prefix + payload) of the frame being received, when its prefix is in
+  // and its length within the limit; else 0.
+  size_t frame_bytes() const { return CurrentFrameBytes(); }
+
+  // Grants: the bytes the frame now being received needs beyond the allowance and does not
+  // have (0: none needed); AddGrant hands them over. Trim() gives back what is no longer needed.
+  size_t WantedGrant() const;
+  void AddGrant(size_t bytes) { granted_ += bytes; }
+  size_t granted() const { return granted_; }
+  // After the payloads taken by Next() are done with: shrinks the buffer to what is still
+  // buffered (at least the allowance, when that is not unlimited) and returns the grant no
+  // longer needed, which the caller gives back. Invalidates the views Next() returned.
+  size_t Trim();
+  // Drops everything buffered and the buffer itself (the connection is gone); returns the
+  // grant, which the caller gives back.
+  size_t Clear();
 
  private:
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  // The declared size (prefix + payload) of the frame at begin_, when its prefix is in and its
+  // length within the limit; else 0.
+  size_t CurrentFrameBytes() const;
+  // How large the buffer may be: the allowance plus the grant.
+  size_t CapacityLimit() const;
+  // Moves the unconsumed bytes to the front.
+  void Compact();
+  // Reallocates the buffer to `capacity` bytes (after Compact, at least buffered()).
+  void Resize(size_t capacity);
+
   size_t max_frame_bytes_;
-  std::string buffer_;
+  const size_t free_bytes_;
+  size_t granted_ = 0;
+  std::unique_ptr<char, FreeDeleter> buffer_;  // malloc'd: grown with realloc, never zeroed
+  size_t capacity_ = 0;
   size_t begin_ = 0;  // first unconsumed byte
   size_t end_ = 0;    // one past the last written byte
+  uint64_t consumed_ = 0;
   bool too_large_ = false;
 };
 

@@ -76,7 +76,8 @@ class Writer {
 }  // namespace
 
 std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCounters* store,
-                          int64_t now_ms, const ProcessStats* process) {
+                          int64_t now_ms, const ProcessStats* process,
+                          const FrameBudgetMetrics* frames) {
   using broker::QueueMetrics;
   auto all = [](const QueueMetrics&) { return true; };
   Writer w;
@@ -118,6 +119,24 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
   w.Gauge("wharf_publishing_blocked",
           "1 while flow control blocks publishers (a memory or disk watermark is crossed).",
           m.publishing_blocked ? 1 : 0);
+  if (frames) {
+    w.Gauge("wharf_partial_frame_bytes",
+            "Memory connections hold for frames above 64 KiB still arriving (beyond 64 KiB each).",
+            static_cast<double>(frames->held_bytes));
+    w.Gauge("wharf_partial_frame_reserved_bytes",
+            "Bytes of the partial frame budget reserved by frames being received.",
+            static_cast<double>(frames->reserved_bytes));
+    w.Gauge("wharf_partial_frame_limit_bytes",
+            "The partial frame budget ([limits] partial_frame_bytes).",
+            static_cast<double>(frames->limit_bytes));
+    w.Gauge("wharf_partial_frame_waiting_connections",
+            "Connections not read while their large frame waits for the partial frame budget.",
+            static_cast<double>(frames->waiting));
+    w.Header("wharf_frame_timeouts_total", "counter",
+             "Connections closed because a frame was not complete within [limits] "
+             "frame_timeout_ms.");
+    w.Sample("wharf_frame_timeouts_total", "", static_cast<double>(frames->timeouts_total));
+  }
 
   w.PerQueue(m, "wharf_queue_ready", "gauge", "Messages waiting to be delivered.", all,
              [](const QueueMetrics& q) { return static_cast<double>(q.info.ready); });

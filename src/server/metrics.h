@@ -12,14 +12,16 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "server/frame_budget.h"
 #include "server/process_stats.h"
 #include "store/rocksdb_store.h"
 
 namespace wharf::server {
 
-// `store` and `process` may be null (no store or process_* figures). `now_ms`: Unix ms, for
-// message ages.
+// `store`, `process` and `frames` may be null (no store, process_* or partial frame figures).
+// `now_ms`: Unix ms, for message ages.
 std::string RenderMetrics(const broker::BrokerMetrics& broker, const store::StoreCounters* store,
-                          int64_t now_ms, const ProcessStats* process = nullptr);
+                          int64_t now_ms, const ProcessStats* process = nullptr,
+                          const FrameBudgetMetrics* frames = nullptr);
 
 }  // namespace wharf::server

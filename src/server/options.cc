@@ -103,9 +103,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("limits")) {
     const toml::value& limits = root.at("limits");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "limits", limits,
-                                    {"max_message_bytes", "max_headers", "max_connections",
-                                     "handshake_timeout_ms", "reserved_fds"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "limits", limits,
+                  {"max_message_bytes", "max_headers", "max_connections", "handshake_timeout_ms",
+                   "reserved_fds", "partial_frame_bytes", "frame_timeout_ms"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "max_message_bytes", 1, 512u << 20,
                                             &options->max_message_bytes));
     WHARF_RETURN_IF_ERROR(
@@ -116,6 +117,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         ReadInt<uint32_t>(path, limits, "reserved_fds", 16, 1'000'000, &options->reserved_fds));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "handshake_timeout_ms", 1, 3'600'000,
                                             &options->handshake_timeout_ms));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "partial_frame_bytes", 1u << 20,
+                                            1ull << 50, &options->partial_frame_bytes));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "frame_timeout_ms", 1, 3'600'000,
+                                            &options->frame_timeout_ms));
   }
   if (root.contains("store")) {
     const toml::value& store = root.at("store");

@@ -49,6 +49,16 @@ struct ServerOptions {
   // A connection that has not logged in within this time is closed (HANDSHAKE_TIMEOUT), so idle
   // sockets cannot hold file descriptors forever.
   uint32_t handshake_timeout_ms = 10'000;
+  // [limits] partial frames (docs/operations.md, "Partial frames"; server/frame_budget.h): the
+  // memory all connections together may hold for frames larger than one read (64 KiB) while
+  // they arrive. A frame that does not fit waits, unread, for its turn. kPartialFrameAuto:
+  // 256 MiB, or a quarter of the memory watermark when that is lower, worked out at start.
+  static constexpr uint64_t kPartialFrameAuto = UINT64_MAX;
+  uint64_t partial_frame_bytes = kPartialFrameAuto;
+  // A frame must be complete within this time of reading it (time the broker itself does not
+  // read, e.g. while the frame waits for the budget or flow control holds the connection, does
+  // not count); else the connection is closed (FRAME_TIMEOUT).
+  uint32_t frame_timeout_ms = 60'000;
   // [store]: the message store (docs/storage.md).
   uint64_t store_memtable_bytes = 64u << 20;     // RocksDB memtables, all column families
   uint64_t store_block_cache_bytes = 32u << 20;  // RocksDB block cache (index, filters too)

@@ -90,6 +90,21 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.login_throttle = server->login_throttle_.get();
   server->context_.flow = &server->flow_;
   server->SetWatermarks(options);
+  uint64_t partial_frames = options.partial_frame_bytes;
+  if (partial_frames == ServerOptions::kPartialFrameAuto) {
+    // 256 MiB, or a quarter of the memory watermark when that is lower: connections that send
+    // half frames then cannot take the broker over the watermark on their own.
+    partial_frames = 256u << 20;
+    if (uint64_t memory = server->memory_high_.load(); memory != 0) {
+      partial_frames = std::min(partial_frames, memory / 4);
+    }
+  }
+  server->frame_budget_ = std::make_unique<FrameBudget>(partial_frames);
+  server->context_.frame_budget = server->frame_budget_.get();
+  spdlog::info(
+      "partial frames: frames above 64 KiB being received hold at most {} MiB together ([limits] "
+      "partial_frame_bytes); a frame must arrive within {} ms ([limits] frame_timeout_ms)",
+      partial_frames >> 20, options.frame_timeout_ms);
   server->context_.store = server->store_.get();
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
@@ -232,7 +247,8 @@ std::optional<std::string> Server::CollectMetrics() {
   metrics->publishing_blocked = flow_.blocked();
   store::StoreCounters counters = store_->counters();
   ProcessStats process = ReadProcessStats();
-  return RenderMetrics(*metrics, &counters, clock_.WallMillis(), &process);
+  FrameBudgetMetrics frames = frame_budget_->Metrics();
+  return RenderMetrics(*metrics, &counters, clock_.WallMillis(), &process, &frames);
 }
 
 std::string Server::HealthProblem() {

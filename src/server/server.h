@@ -110,6 +110,9 @@ class Server {
   std::atomic<uint64_t> disk_free_low_{0};
   std::unique_ptr<asio::steady_timer> flow_timer_;
 
+  // What all connections hold in partial frames (server/frame_budget.h).
+  std::unique_ptr<FrameBudget> frame_budget_;
+
   // Stopped first in Stop(): its handlers post to the broker thread.
   std::unique_ptr<MetricsServer> metrics_;
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "broker/broker.h"
+#include "server/frame_budget.h"
 #include "server/login_checker.h"
 #include "server/login_throttle.h"
 #include "server/options.h"
@@ -59,6 +60,8 @@ struct ServerContext {
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
   FlowState* flow = nullptr;  // set by the server before any session starts
+  // Partial frames of all connections (thread-safe).
+  FrameBudget* frame_budget = nullptr;
   // Thread: the session's I/O thread. Called once when a session's socket is closed.
   std::function<void(uint64_t session_id)> on_session_closed;
 };

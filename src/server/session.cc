@@ -50,7 +50,9 @@ Session::Session(asio::ip::tcp::socket socket, uint64_t id, ServerContext* conte
       close_timer_(socket_.get_executor()),
       handshake_timer_(socket_.get_executor()),
       login_timer_(socket_.get_executor()),
-      decoder_(std::min<size_t>(kMaxHandshakeFrameBytes, context->options->max_frame_bytes())) {}
+      decoder_(std::min<size_t>(kMaxHandshakeFrameBytes, context->options->max_frame_bytes()),
+               kFrameAllowanceBytes),
+      frame_timer_(socket_.get_executor()) {}
 
 // --- I/O thread: reading ------------------------------------------------------------------------
 
@@ -102,18 +104,24 @@ void Session::ReadLoop() {
       batches_in_flight_ < kMaxBatchesInFlight) {
     return DecodeBuffered();
   }
-  if (reading_ || !ReadingAllowed()) return;
+  if (reading_ || awaiting_grant_ || !ReadingAllowed()) return;
   // Decode what is already buffered before reading more, so the buffer stays bounded.
   if (decoder_.FrameReady()) return DecodeBuffered();
+  // A frame larger than the allowance reads on only once the FrameBudget holds it.
+  if (!ReserveFrameMemory()) return;
+  std::span<char> space = decoder_.PrepareWrite(kReadChunk);
+  NoteFrameMemory();
+  if (space.empty()) return;  // not reached: the grant covers the whole frame
   reading_ = true;
-  char* buffer = decoder_.PrepareWrite(kReadChunk);
+  StartFrameClock();
   socket_.async_read_some(
-      asio::buffer(buffer, kReadChunk),
+      asio::buffer(space.data(), space.size()),
       [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
 }
 
 void Session::OnRead(const asio::error_code& ec, size_t bytes) {
   reading_ = false;
+  StopFrameClock();
   if (state_ == State::kClosed) return;
   if (ec) {
     if (ec == asio::error::operation_aborted) return;
@@ -132,6 +140,117 @@ void Session::OnRead(const asio::error_code& ec, size_t bytes) {
   if (state_ == State::kClosing) return;
   decoder_.CommitWrite(bytes);
   DecodeBuffered();
+}
+
+bool Session::ReserveFrameMemory() {
+  const size_t wanted = decoder_.WantedGrant();
+  if (wanted == 0) return true;
+  FrameBudget* budget = context_->frame_budget;
+  // Called on the thread that releases budget: hands the grant to this session's I/O thread,
+  // or straight back when the session is gone.
+  auto granted = [weak = weak_from_this(), budget, wanted] {
+    if (auto self = weak.lock()) {
+      asio::post(self->executor_, [self, wanted] { self->OnFrameGrant(wanted); });
+    } else {
+      budget->Release(wanted);
+    }
+  };
+  if (budget->Reserve(id_, wanted, std::move(granted))) {
+    decoder_.AddGrant(wanted);
+    return true;
+  }
+  // Not read meanwhile: the socket's buffers fill and TCP holds the sender back.
+  awaiting_grant_ = true;
+  return false;
+}
+
+void Session::OnFrameGrant(size_t bytes) {
+  awaiting_grant_ = false;
+  if (!Reading()) {  // closing: the frame will never be read
+    context_->frame_budget->Release(bytes);
+    return;
+  }
+  decoder_.AddGrant(bytes);
+  ReadLoop();
+}
+
+void Session::TrimFrameBuffer() {
+  if (size_t unneeded = decoder_.Trim()) context_->frame_budget->Release(unneeded);
+  NoteFrameMemory();
+}
+
+void Session::NoteFrameMemory() {
+  const size_t held =
+      decoder_.capacity() > kFrameAllowanceBytes ? decoder_.capacity() - kFrameAllowanceBytes : 0;
+  if (held == noted_frame_memory_) return;
+  context_->frame_budget->AddHeld(static_cast<int64_t>(held) -
+                                  static_cast<int64_t>(noted_frame_memory_));
+  noted_frame_memory_ = held;
+}
+
+void Session::LeaveFrameBudget(bool drop_buffer) {
+  FrameBudget* budget = context_->frame_budget;
+  // A grant already on its way is given back by OnFrameGrant.
+  if (awaiting_grant_ && budget->CancelWait(id_)) awaiting_grant_ = false;
+  if (!drop_buffer) return;
+  budget->Release(decoder_.Clear());
+  NoteFrameMemory();
+}
+
+void Session::StartFrameClock() {
+  // Only a read of an incomplete frame counts, and only after login (before it, the handshake
+  // timeout covers everything).
+  if (state_ != State::kOpen || decoder_.buffered() == 0) return;
+  if (timed_frame_ != decoder_.consumed()) {  // a new frame
+    timed_frame_ = decoder_.consumed();
+    frame_read_time_ = {};
+  }
+  read_timed_ = true;
+  read_started_ = std::chrono::steady_clock::now();
+  if (!frame_timer_armed_) {
+    ArmFrameTimer(std::chrono::milliseconds(context_->options->frame_timeout_ms) -
+                  frame_read_time_);
+  }
+}
+
+void Session::StopFrameClock() {
+  if (!read_timed_) return;
+  read_timed_ = false;
+  frame_read_time_ += std::chrono::steady_clock::now() - read_started_;
+}
+
+void Session::ArmFrameTimer(std::chrono::steady_clock::duration after) {
+  frame_timer_armed_ = true;
+  frame_timer_.expires_after(after);
+  frame_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    self->frame_timer_armed_ = false;
+    if (!ec) self->OnFrameTimer();
+  });
+}
+
+void Session::OnFrameTimer() {
+  // Not reading now (back-pressure, the budget, flow control): the clock stands still, and
+  // the next read of the frame arms the timer again.
+  if (!read_timed_ || state_ != State::kOpen) return;
+  const auto timeout = std::chrono::milliseconds(context_->options->frame_timeout_ms);
+  const auto now = std::chrono::steady_clock::now();
+  const auto elapsed = frame_read_time_ + (now - read_started_);
+  if (elapsed < timeout) return ArmFrameTimer(timeout - elapsed);
+  const size_t frame = decoder_.frame_bytes();
+  Status status(StatusCode::kFrameTimeout,
+                "frame not complete within " + std::to_string(timeout.count()) +
+                    " ms ([limits] frame_timeout_ms): " + std::to_string(decoder_.buffered()) +
+                    " of its " + (frame == 0 ? std::string("?") : std::to_string(frame)) +
+                    " bytes came");
+  uint64_t unlogged = 0;
+  if (context_->frame_budget->CountTimeout(now, &unlogged)) {
+    spdlog::warn("conn={} peer={} user={} closed, a slow sender: {}{}", id_, peer_, LogSafe(user_),
+                 status.ToString(),
+                 unlogged == 0 ? std::string()
+                               : " (and " + std::to_string(unlogged) +
+                                     " more connections since the last such line)");
+  }
+  BeginClose(status, "frame timeout");
 }
 
 bool Session::Reading() const {
@@ -163,6 +282,8 @@ void Session::DecodeBuffered() {
       // client cannot ask for more output at once than back-pressure can hold back.
       if (batch.size() > before && IsHeavy(batch.back().frame)) batch_bytes = kMaxBatchBytes;
     }
+    // The payloads are parsed (and a publish's body moved out): their buffer may go.
+    TrimFrameBuffer();
     // Requests read before a bad frame still run, and their replies precede the Error.
     if (!batch.empty()) PostBatch(std::move(batch));
     if (held_ && stop.ok()) return;  // blocked: read nothing more (OnFlowChanged resumes)
@@ -550,6 +671,7 @@ void Session::BeginClose(const Status& status, std::string reason) {
   state_ = State::kClosing;
   closing_.store(true, std::memory_order_release);
   close_reason_ = std::move(reason);
+  LeaveFrameBudget(/*drop_buffer=*/false);  // nothing more is read: let others have its turn
   if (!opened_in_broker_) {
     SendCloseFrames(status);
     return;
@@ -587,9 +709,12 @@ void Session::CloseSocket(std::string_view reason) {
   close_timer_.cancel();
   handshake_timer_.cancel();
   login_timer_.cancel();
+  frame_timer_.cancel();
   asio::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  // No read is pending any more (the socket is closed): the buffer can go.
+  LeaveFrameBudget(/*drop_buffer=*/true);
   if (opened_in_broker_) {
     asio::post(*context_->broker_context, [self = shared_from_this()] {
       self->context_->broker->CloseSession(self->id_);

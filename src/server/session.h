@@ -16,6 +16,11 @@
 // broker or more than kMaxPendingWriteBytes waiting to be written, and resumes when both drop.
 // A client that stops reading therefore also stops being read, and memory stays bounded.
 //
+// Partial frames: a connection buffers at most kFrameAllowanceBytes of its own; a larger frame
+// first reserves the rest from the broker-wide FrameBudget (server/frame_budget.h) and is not
+// read further until it has. A frame the broker has been reading for [limits] frame_timeout_ms
+// without getting all of it closes the connection (FRAME_TIMEOUT).
+//
 // Thread safety: members are grouped below by the thread that owns them. The object is shared
 // (std::shared_ptr) between the two threads; neither half touches the other's members.
 #pragma once
@@ -109,12 +114,30 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   // Frames before login are small (Hello, Authenticate): no one unauthenticated may make the
   // broker buffer a full-size frame.
   static constexpr size_t kMaxHandshakeFrameBytes = 64u << 10;
+  // What a connection may buffer without the FrameBudget: a handshake frame, or a read.
+  static constexpr size_t kFrameAllowanceBytes = kMaxHandshakeFrameBytes + net::kFrameHeaderBytes;
 
   // --- I/O thread -----------------------------------------------------------------------------
   bool Reading() const;  // in a state that reads requests
   void ReadLoop();
   static bool IsHeavy(const protocol::wire::Frame& frame);
   void OnRead(const asio::error_code& ec, size_t bytes);
+  // Partial frames. True when the frame coming in has the memory it needs (reserved from the
+  // FrameBudget now, or not needed); false when it waits for OnFrameGrant.
+  bool ReserveFrameMemory();
+  void OnFrameGrant(size_t bytes);
+  // After decoding: gives back the decoder's memory and grant that are no longer needed.
+  void TrimFrameBuffer();
+  // Tells the FrameBudget's gauge how much the decoder holds beyond its allowance.
+  void NoteFrameMemory();
+  // Leaves the FrameBudget's queue; with `drop_buffer`, after the socket closed, gives back
+  // everything the decoder holds.
+  void LeaveFrameBudget(bool drop_buffer);
+  // The slow-sender clock: counts the time a read of an incomplete frame is pending.
+  void StartFrameClock();
+  void StopFrameClock();
+  void ArmFrameTimer(std::chrono::steady_clock::duration after);
+  void OnFrameTimer();
   // Turns buffered frames into batches of about kMaxBatchBytes while the broker has room.
   void DecodeBuffered();
   // A non-OK result stops reading and closes the connection with that error.
@@ -161,6 +184,18 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   asio::steady_timer handshake_timer_;
   asio::steady_timer login_timer_;  // the LoginThrottle's wait
   net::FrameDecoder decoder_;
+  // Partial frames: waiting in the FrameBudget's queue; the decoder's memory beyond its
+  // allowance as last told to the budget's gauge.
+  bool awaiting_grant_ = false;
+  size_t noted_frame_memory_ = 0;
+  // The slow-sender clock: the frame timed (where it starts in the stream), the time reads of it
+  // were pending before the current one, and whether (since when) the current read counts.
+  asio::steady_timer frame_timer_;
+  bool frame_timer_armed_ = false;
+  std::optional<uint64_t> timed_frame_;
+  std::chrono::steady_clock::duration frame_read_time_{};
+  bool read_timed_ = false;
+  std::chrono::steady_clock::time_point read_started_;
   State state_ = State::kAwaitHello;
   std::string user_;
   bool reading_ = false;

@@ -22,15 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-template <typename Pred>
-bool Eventually(Pred pred, milliseconds limit = milliseconds(5'000)) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return pred();
-}
+using testing::Eventually;
 
 TEST(FlowControl, AMemoryWatermarkBlocksPublishersWhileConsumersDrain) {
   std::string dir = testing::MakeTempDir("wharf-flow");

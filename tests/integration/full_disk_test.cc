@@ -31,19 +31,10 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::Eventually;
 using testing::TestServer;
 
 constexpr uint64_t kMiB = 1u << 20;
-
-template <typename Pred>
-bool Eventually(Pred pred, milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  return pred();
-}
 
 // A tmpfs of `mib` MiB mounted on a fresh directory; unmounted (lazily) at the end.
 class SmallDisk {

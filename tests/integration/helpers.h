@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "support/test_server.h"
 
@@ -65,6 +67,17 @@ inline uint64_t ProcStatusBytes(pid_t pid, const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
   }
   return 0;
+}
+
+// True once `pred()` is (polled every 10 ms), false when it is not within `limit`.
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(5'000)) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
 }
 
 // How many times `needle` occurs in `text` (log lines, typically).

@@ -11,8 +11,6 @@
 #include <thread>
 
 #include "integration/raw_connection.h"
-#include "net/frame.h"
-#include "protocol/codec.h"
 #include "support/test_server.h"
 
 namespace wharf {
@@ -20,13 +18,9 @@ namespace {
 
 namespace pb = ::wharf::wire::v1;
 using std::chrono::milliseconds;
-using testing::RawConnection;
 
-std::string LengthPrefix(uint32_t n) {
-  std::string out;
-  net::AppendFrameHeader(n, &out);
-  return out;
-}
+using testing::LengthPrefix;
+using testing::RawConnection;
 
 class ProtocolErrorsTest : public ::testing::Test {
  protected:

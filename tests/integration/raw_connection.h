@@ -1,22 +1,27 @@
-// A raw protocol connection for the integration tests: frames built by hand, sent over a
-// blocking socket, for what no real client would send (broken frames) or do (stop reading).
+// RawConnection: a blocking socket speaking raw bytes to wharfd, for sending what no real client
+// would (bad frames, half frames, slow frames). Shared by the integration tests.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <asio.hpp>
+#include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "net/frame.h"
 #include "protocol/codec.h"
 
 namespace wharf::testing {
 
-// A blocking socket speaking raw bytes.
+namespace pb = ::wharf::wire::v1;
+
 class RawConnection {
  public:
-  using Frame = ::wharf::wire::v1::Frame;
+  using Frame = pb::Frame;
 
   // A non-zero `receive_buffer` sets SO_RCVBUF (before connecting, so the window stays
   // small): a connection that stops reading then holds little in the kernel.
@@ -27,36 +32,44 @@ class RawConnection {
                  sizeof receive_buffer);
     }
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
-    timeval tv{5, 0};
-    setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
 
   void SendBytes(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
-  void SendFrame(const Frame& frame) {
+  // Sends what the socket takes now, without waiting; returns how many bytes that was.
+  size_t SendSome(std::string_view bytes) {
+    ssize_t n =
+        send(socket_.native_handle(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  void SendFrame(const pb::Frame& frame) {
     std::string out;
     protocol::AppendFrame(frame, &out);
     SendBytes(out);
   }
+  // True when something (a frame, or the end of the stream) can be read within `timeout`.
+  bool WaitReadable(std::chrono::milliseconds timeout) {
+    pollfd p{socket_.native_handle(), POLLIN, 0};
+    return poll(&p, 1, static_cast<int>(timeout.count())) > 0;
+  }
   void ShutdownWrite() { socket_.shutdown(asio::ip::tcp::socket::shutdown_send); }
 
-  // The next frame, or nullopt at end of stream / timeout.
-  std::optional<Frame> ReadFrame() {
+  // The next frame, or nullopt at end of stream or after 5 s without one. (asio's blocking
+  // reads wait for ever whatever SO_RCVTIMEO says: each read waits here first.)
+  std::optional<pb::Frame> ReadFrame() {
     unsigned char header[4];
-    asio::error_code ec;
-    asio::read(socket_, asio::buffer(header), ec);
-    if (ec) return std::nullopt;
+    if (!ReadExactly(header, sizeof header)) return std::nullopt;
     size_t length = (size_t{header[0]} << 24) | (size_t{header[1]} << 16) |
                     (size_t{header[2]} << 8) | header[3];
     std::string payload(length, '\0');
-    asio::read(socket_, asio::buffer(payload), ec);
-    if (ec) return std::nullopt;
-    Frame frame;
+    if (!ReadExactly(payload.data(), length)) return std::nullopt;
+    pb::Frame frame;
     if (!frame.ParseFromString(payload)) return std::nullopt;
     return frame;
   }
 
-  // True when the broker has closed the connection (reads hit end of stream).
+  // True when the broker has closed the connection (reads hit end of stream within 5 s).
   bool ClosedByPeer() {
+    if (!WaitReadable(kReadTimeout)) return false;
     char c;
     asio::error_code ec;
     socket_.read_some(asio::buffer(&c, 1), ec);
@@ -65,13 +78,13 @@ class RawConnection {
 
   // Hello + login as guest.
   void Handshake() {
-    Frame hello;
+    pb::Frame hello;
     hello.set_request_id(1);
     hello.mutable_hello()->set_protocol_version(1);
     SendFrame(hello);
     auto ok = ReadFrame();
     ASSERT_TRUE(ok && ok->has_hello_ok());
-    Frame auth;
+    pb::Frame auth;
     auth.set_request_id(2);
     auth.mutable_authenticate()->set_user("guest");
     auth.mutable_authenticate()->set_password("guest");
@@ -81,19 +94,43 @@ class RawConnection {
   }
 
   // Reads the Error + Close pair the broker sends before closing; returns the error code.
-  ::wharf::wire::v1::ErrorCode ExpectErrorThenClose() {
+  pb::ErrorCode ExpectErrorThenClose() {
     auto error = ReadFrame();
     EXPECT_TRUE(error && error->has_error()) << (error ? error->DebugString() : "no frame");
     auto close = ReadFrame();
     EXPECT_TRUE(close && close->has_close()) << (close ? close->DebugString() : "no frame");
     EXPECT_TRUE(ClosedByPeer());
-    return error && error->has_error() ? error->error().code()
-                                       : ::wharf::wire::v1::ERROR_CODE_UNSPECIFIED;
+    return error && error->has_error() ? error->error().code() : pb::ERROR_CODE_UNSPECIFIED;
   }
 
  private:
+  static constexpr std::chrono::milliseconds kReadTimeout{5'000};
+
+  bool ReadExactly(void* out, size_t n) {
+    auto* p = static_cast<char*>(out);
+    auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
+    while (n > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !WaitReadable(left)) return false;
+      asio::error_code ec;
+      size_t got = socket_.read_some(asio::buffer(p, n), ec);
+      if (ec) return false;
+      p += got;
+      n -= got;
+    }
+    return true;
+  }
+
   asio::io_context io_;
   asio::ip::tcp::socket socket_;
 };
+
+// The 4-byte length prefix of an `n`-byte payload.
+inline std::string LengthPrefix(uint32_t n) {
+  std::string out;
+  net::AppendFrameHeader(n, &out);
+  return out;
+}
 
 }  // namespace wharf::testing

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -169,12 +170,12 @@ TEST(FrameDecoder, PrepareWriteAndCommitWriteFeedTheDecoder) {
   std::string stream = Framed("one") + Framed("two");
   // Write in two reads, with more space prepared than used.
   size_t split = 5;
-  char* space = decoder.PrepareWrite(64);
+  char* space = decoder.PrepareWrite(64).data();
   std::memcpy(space, stream.data(), split);
   decoder.CommitWrite(split);
   EXPECT_EQ(decoder.buffered(), split);
   EXPECT_EQ(TakeAll(decoder), Payloads{});
-  space = decoder.PrepareWrite(64);
+  space = decoder.PrepareWrite(64).data();
   std::memcpy(space, stream.data() + split, stream.size() - split);
   decoder.CommitWrite(stream.size() - split);
   EXPECT_EQ(TakeAll(decoder), (Payloads{"one", "two"}));
@@ -197,6 +198,108 @@ TEST(FrameDecoder, LongStreamOfFramesDecodesInOrder) {
   }
   EXPECT_EQ(got, expected);
   EXPECT_TRUE(decoder.Finish().ok());
+}
+
+// --- Memory: what a frame costs while it arrives ---------------------------------------------
+
+std::string Header(size_t length) {
+  std::string out;
+  AppendFrameHeader(static_cast<uint32_t>(length), &out);
+  return out;
+}
+
+// A frame announced as 17 MiB of which 1 MiB came holds about 1 MiB, not 17.
+TEST(FrameDecoder, ALargeFrameTakesMemoryAsItsBytesCome) {
+  FrameDecoder decoder(32u << 20);
+  decoder.Append(Header(17u << 20));
+  const std::string chunk(64u << 10, 'x');
+  for (int i = 0; i < 16; ++i) {
+    std::span<char> space = decoder.PrepareWrite(chunk.size());
+    ASSERT_EQ(space.size(), chunk.size());
+    std::memcpy(space.data(), chunk.data(), chunk.size());
+    decoder.CommitWrite(chunk.size());
+  }
+  EXPECT_EQ(decoder.buffered(), kFrameHeaderBytes + (1u << 20));
+  EXPECT_LE(decoder.capacity(), 2u << 20);
+  EXPECT_FALSE(decoder.FrameReady());
+}
+
+// With an allowance, a frame larger than it reads only the allowance until it is granted the
+// rest of its declared size; then it completes, and Trim gives the grant and memory back.
+TEST(FrameDecoder, AFrameBeyondTheAllowanceWaitsForItsGrant) {
+  const size_t allowance = 1024;
+  FrameDecoder decoder(1u << 20, allowance);
+  const std::string payload(10'000, 'p');
+  const std::string frame = Framed(payload);
+  EXPECT_EQ(decoder.Append(frame), allowance);  // no further without a grant
+  EXPECT_EQ(decoder.WantedGrant(), frame.size() - allowance);
+  EXPECT_TRUE(decoder.PrepareWrite(4096).empty());
+  EXPECT_LE(decoder.capacity(), allowance);
+  EXPECT_FALSE(decoder.FrameReady());
+
+  decoder.AddGrant(decoder.WantedGrant());
+  EXPECT_EQ(decoder.WantedGrant(), 0u);
+  EXPECT_EQ(decoder.Append(std::string_view(frame).substr(allowance)), frame.size() - allowance);
+  EXPECT_LE(decoder.capacity(), frame.size());
+  EXPECT_EQ(TakeAll(decoder), Payloads{payload});
+  EXPECT_EQ(decoder.Trim(), frame.size() - allowance);
+  EXPECT_EQ(decoder.granted(), 0u);
+  EXPECT_EQ(decoder.capacity(), 0u);  // empty: all of it goes
+  EXPECT_EQ(decoder.Append(Framed("small")), Framed("small").size());
+  EXPECT_EQ(TakeAll(decoder), Payloads{"small"});
+}
+
+// While a granted frame comes in, nothing past its end is read: the buffer holds that frame,
+// never the frame plus a read.
+TEST(FrameDecoder, ReadsNoFurtherThanTheEndOfALargeFrame) {
+  const size_t allowance = 1024;
+  FrameDecoder decoder(1u << 20, allowance);
+  const std::string frame = Framed(std::string(5000, 'a'));
+  decoder.Append(frame.substr(0, 100));
+  decoder.AddGrant(decoder.WantedGrant());
+  std::span<char> space = decoder.PrepareWrite(64u << 10);
+  EXPECT_EQ(space.size(), frame.size() - 100);
+  EXPECT_EQ(decoder.Append(frame.substr(100) + Framed("next")), frame.size() - 100);
+  EXPECT_EQ(decoder.capacity(), frame.size());
+  EXPECT_EQ(TakeAll(decoder), Payloads{std::string(5000, 'a')});
+  decoder.Trim();
+  EXPECT_EQ(decoder.Append(Framed("next")), Framed("next").size());
+  EXPECT_EQ(TakeAll(decoder), Payloads{"next"});
+}
+
+// Frames within the allowance never need a grant, however they fall across reads.
+TEST(FrameDecoder, FramesWithinTheAllowanceNeedNoGrant) {
+  const size_t allowance = 256;
+  FrameDecoder decoder(allowance - kFrameHeaderBytes, allowance);
+  std::string stream;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 300; ++i) {
+    expected.emplace_back(static_cast<size_t>(i % 253), static_cast<char>('a' + i % 26));
+    stream += Framed(expected.back());
+  }
+  std::vector<std::string> got;
+  size_t pos = 0;
+  while (pos < stream.size()) {
+    EXPECT_EQ(decoder.WantedGrant(), 0u);
+    size_t taken = decoder.Append(std::string_view(stream).substr(pos, 100));
+    ASSERT_GT(taken, 0u);
+    pos += taken;
+    for (auto& p : TakeAll(decoder)) got.push_back(p);
+    EXPECT_EQ(decoder.Trim(), 0u);
+    EXPECT_LE(decoder.capacity(), allowance);
+  }
+  EXPECT_EQ(got, expected);
+}
+
+// consumed() + buffered() say where the frame being received starts: its identity.
+TEST(FrameDecoder, ConsumedCountsTheBytesTaken) {
+  FrameDecoder decoder(1024);
+  decoder.Append(Framed("one") + Framed("three") + Header(10));
+  EXPECT_EQ(TakeAll(decoder), (Payloads{"one", "three"}));
+  EXPECT_EQ(decoder.consumed(), Framed("one").size() + Framed("three").size());
+  EXPECT_EQ(decoder.frame_bytes(), kFrameHeaderBytes + 10);
+  EXPECT_EQ(decoder.Clear(), 0u);
+  EXPECT_EQ(decoder.buffered(), 0u);
 }
 
 }  // namespace

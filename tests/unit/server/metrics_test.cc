@@ -136,6 +136,22 @@ TEST(Metrics, ProcessFiguresUseThePrometheusNames) {
       << "no process figures given";
 }
 
+TEST(Metrics, PartialFrameFigures) {
+  FrameBudgetMetrics frames;
+  frames.limit_bytes = 256u << 20;
+  frames.reserved_bytes = 17u << 20;
+  frames.held_bytes = 3u << 20;
+  frames.waiting = 2;
+  frames.timeouts_total = 5;
+  std::string text = RenderMetrics(Sample(), nullptr, 1'000'000, nullptr, &frames);
+  EXPECT_TRUE(Has(text, "wharf_partial_frame_bytes 3145728")) << text;
+  EXPECT_TRUE(Has(text, "wharf_partial_frame_reserved_bytes 17825792"));
+  EXPECT_TRUE(Has(text, "wharf_partial_frame_limit_bytes 268435456"));
+  EXPECT_TRUE(Has(text, "wharf_partial_frame_waiting_connections 2"));
+  EXPECT_TRUE(Has(text, "# TYPE wharf_frame_timeouts_total counter"));
+  EXPECT_TRUE(Has(text, "wharf_frame_timeouts_total 5"));
+}
+
 TEST(Metrics, ThisProcessCanBeRead) {
   ProcessStats process = ReadProcessStats();
   EXPECT_GT(process.resident_bytes, 0u);

@@ -138,6 +138,8 @@ max_message_bytes = 1048576
 max_headers = 250
 max_connections = 500
 handshake_timeout_ms = 2500
+partial_frame_bytes = 67108864
+frame_timeout_ms = 15000
 
 [auth]
 loopback_guest = false
@@ -164,6 +166,8 @@ password_hash = ")" + bob +
   EXPECT_EQ(options.max_headers, 250u);
   EXPECT_EQ(options.max_connections, 500u);
   EXPECT_EQ(options.handshake_timeout_ms, 2500u);
+  EXPECT_EQ(options.partial_frame_bytes, 64u << 20);
+  EXPECT_EQ(options.frame_timeout_ms, 15'000u);
   EXPECT_FALSE(options.loopback_guest);
   ASSERT_EQ(options.users.size(), 2u);
   EXPECT_EQ(options.users.at("alice"), alice);
@@ -347,6 +351,8 @@ TEST_F(LoadConfigFileTest, OutOfRangeIntegerIsRejected) {
   ExpectRejected("[limits]\nmax_message_bytes = 536870913\n", "max_message_bytes");
   ExpectRejected("[limits]\nmax_connections = 0\n", "max_connections");
   ExpectRejected("[limits]\nhandshake_timeout_ms = 0\n", "handshake_timeout_ms");
+  ExpectRejected("[limits]\npartial_frame_bytes = 1048575\n", "partial_frame_bytes");
+  ExpectRejected("[limits]\nframe_timeout_ms = 0\n", "frame_timeout_ms");
   ExpectRejected("[limits]\nmax_connections = 1000001\n", "max_connections");
   ExpectRejected("[limits]\nmax_headers = 1000001\n", "max_headers");
   ExpectRejected("[limits]\nmax_headers = -1\n", "max_headers");
