@@ -444,16 +444,15 @@ class Broker {
   // one still in flight), removed a slice at a time, each slice once the one before is written
   // (CommitPending), so that many of them never make one long write that holds up confirms.
   // A purge's answer rides on its last entry: it goes once that slice is synced.
+  // Each purge's writes (its range, its slices) record their first failure in its `outcome`,
+  // so a purge is answered OK only when every part of it was written.
   struct PurgeRemoval {
     store::EntryRef entry;
+    std::shared_ptr<Status> outcome;
     std::function<void(const Status&)> answer;  // null but on a purge's last entry
   };
   std::deque<PurgeRemoval> purge_removals_;
   bool purge_removal_in_flight_ = false;
-  // Slices whose write failed, and the last failure: a purge whose earlier slice failed is
-  // not answered OK because its last one was written.
-  uint64_t purge_removal_failures_ = 0;
-  Status purge_removal_error_;
   double release_tokens_ = 0;  // the release rate's bucket
   SteadyTime release_refilled_at_{};
   bool release_backlog_ = false;  // due messages wait for tokens

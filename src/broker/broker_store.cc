@@ -153,18 +153,23 @@ void Broker::CommitPending(bool probe) {
   if (!purge_removals_.empty() && (!purge_removal_in_flight_ || shutting_down_)) {
     const size_t removals = shutting_down_ ? purge_removals_.size() : 1024;
     std::vector<std::function<void(const Status&)>> answers;
+    std::vector<std::shared_ptr<Status>> outcomes;  // of the purges this slice is part of
     for (size_t n = 0; n < removals && !purge_removals_.empty(); ++n) {
       PurgeRemoval& removal = purge_removals_.front();
       Persist(store::StoreBatch::RemoveEntry{removal.entry});
+      if (outcomes.empty() || outcomes.back() != removal.outcome) {
+        outcomes.push_back(removal.outcome);
+      }
       if (removal.answer) answers.push_back(std::move(removal.answer));
       purge_removals_.pop_front();
     }
     purge_removal_in_flight_ = true;
-    after_commit_.push_back([this](const Status& status) {
+    after_commit_.push_back([this, outcomes = std::move(outcomes)](const Status& status) {
       purge_removal_in_flight_ = false;
       if (status.ok()) return;
-      ++purge_removal_failures_;
-      purge_removal_error_ = status;
+      for (const auto& outcome : outcomes) {
+        if (outcome && outcome->ok()) *outcome = status;
+      }
     });
     for (auto& answer : answers) AnswerWhenDurable(std::move(answer));
   }

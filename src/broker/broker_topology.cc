@@ -296,11 +296,19 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
   // returned messages below one still in flight are removed entry by entry (docs/storage.md,
   // "Purge").
   PurgeResult purged = queue->Purge(stored ? PurgeFloor(*queue) : 0);
+  // The first failure of any of its writes: this flush's batch (the range, the timeline) and
+  // each slice of removals.
+  auto outcome = std::make_shared<Status>();
+  if (stored) {
+    after_commit_.push_back([outcome](const Status& s) {
+      if (!s.ok() && outcome->ok()) *outcome = s;
+    });
+  }
   for (QueuedMessage& m : purged.stored) {
     purge_removals_.push_back(
         PurgeRemoval{store::EntryRef{queue->store_id(), m.seq, m.envelope->message.id,
                                      m.receive_count, m.store_flags},
-                     nullptr});
+                     outcome, nullptr});
   }
   if (stored && purged.range_to > purged.range_from) {
     // Gone for every reader with this batch; the disk is reclaimed in steps in the background
@@ -333,12 +341,11 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
   if (request_id == 0) return count;
   // Answered once every part of the purge is synced, like a confirm: a crash after the answer
   // brings none of the purged messages back.
-  auto answer = [this, session_id, request_id, count,
-                 failures = purge_removal_failures_](const Status& status) {
+  auto answer = [this, session_id, request_id, count, outcome](const Status& status) {
     SessionState* session = FindSession(session_id);
     if (!session) return;
     Status written = status;
-    if (written.ok() && purge_removal_failures_ != failures) written = purge_removal_error_;
+    if (written.ok()) written = *outcome;
     session->peer().PurgeDone(request_id, written.ok() ? Result<uint64_t>(count) : written);
     MarkDirty(*session);
   };

@@ -40,30 +40,45 @@ bool FrameBudget::Reserve(uint64_t id, uint64_t bytes, std::function<void()> gra
   return false;
 }
 
+std::vector<std::function<void()>> FrameBudget::GrantFitting() {
+  std::vector<std::function<void()>> granted;
+  while (!waiters_.empty() && Fits(waiters_.front().bytes)) {
+    reserved_ += waiters_.front().bytes;
+    granted.push_back(std::move(waiters_.front().granted));
+    waiters_.pop_front();
+  }
+  return granted;
+}
+
 void FrameBudget::Release(uint64_t bytes) {
   if (bytes == 0) return;
   std::vector<std::function<void()>> granted;
   {
     std::lock_guard lock(mu_);
     reserved_ -= std::min(bytes, reserved_);
-    while (!waiters_.empty() && Fits(waiters_.front().bytes)) {
-      reserved_ += waiters_.front().bytes;
-      granted.push_back(std::move(waiters_.front().granted));
-      waiters_.pop_front();
-    }
+    granted = GrantFitting();
   }
   for (auto& fn : granted) fn();
 }
 
 bool FrameBudget::CancelWait(uint64_t id) {
-  std::lock_guard lock(mu_);
-  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-    if (it->id == id) {
-      waiters_.erase(it);
-      return true;
+  std::vector<std::function<void()>> granted;
+  bool found = false;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      if (it->id == id) {
+        waiters_.erase(it);
+        found = true;
+        break;
+      }
     }
+    // The one that left may have been the head that did not fit: those behind it that do now
+    // go at once, not at the next release.
+    if (found) granted = GrantFitting();
   }
-  return false;
+  for (auto& fn : granted) fn();
+  return found;
 }
 
 bool FrameBudget::CountTimeout(std::chrono::steady_clock::time_point now, uint64_t* unlogged) {

@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <vector>
 
 namespace wharf::server {
 
@@ -75,6 +76,9 @@ class FrameBudget {
     uint64_t bytes;
     std::function<void()> granted;
   };
+  // Under mu_: reserves for the waiters at the front that fit now and returns their grants,
+  // to be called once mu_ is released.
+  std::vector<std::function<void()>> GrantFitting();
   // Under mu_: whether `bytes` may be reserved beside what is.
   bool Fits(uint64_t bytes) const {
     return reserved_ == 0 || (reserved_ <= limit_ && bytes <= limit_ - reserved_);

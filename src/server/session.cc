@@ -83,6 +83,11 @@ bool Session::ReadingAllowed() const {
          queued_bytes_.load(std::memory_order_acquire) < kMaxQueuedBytes;
 }
 
+bool Session::OwnOutputHoldsReading() const {
+  return Reading() && (pending_write_.size() + active_write_.size() >= kMaxPendingWriteBytes ||
+                       queued_bytes_.load(std::memory_order_acquire) >= kMaxQueuedBytes);
+}
+
 bool Session::IsHeavy(const wire::Frame& frame) {
   switch (frame.body_case()) {
     case wire::Frame::kListQueues:
@@ -104,7 +109,14 @@ void Session::ReadLoop() {
       batches_in_flight_ < kMaxBatchesInFlight) {
     return DecodeBuffered();
   }
-  if (reading_ || awaiting_grant_ || !ReadingAllowed()) return;
+  if (reading_ || awaiting_grant_) return;
+  if (!ReadingAllowed()) {
+    // Held by its own output (it does not read what it is sent) in the middle of a frame: the
+    // frame's clock keeps running, or one client could keep its share of the partial-frame
+    // budget for ever. Holds of the whole broker (flow control, the broker's batches) stop it.
+    if (OwnOutputHoldsReading()) StartFrameClock();
+    return;
+  }
   // Decode what is already buffered before reading more, so the buffer stays bounded.
   if (decoder_.FrameReady()) return DecodeBuffered();
   // A frame larger than the allowance reads on only once the FrameBudget holds it.
@@ -200,7 +212,7 @@ void Session::LeaveFrameBudget(bool drop_buffer) {
 void Session::StartFrameClock() {
   // Only a read of an incomplete frame counts, and only after login (before it, the handshake
   // timeout covers everything).
-  if (state_ != State::kOpen || decoder_.buffered() == 0) return;
+  if (state_ != State::kOpen || decoder_.buffered() == 0 || read_timed_) return;
   if (timed_frame_ != decoder_.consumed()) {  // a new frame
     timed_frame_ = decoder_.consumed();
     frame_read_time_ = {};

@@ -121,6 +121,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   bool Reading() const;  // in a state that reads requests
   void ReadLoop();
   static bool IsHeavy(const protocol::wire::Frame& frame);
+  // Reading stops because this connection's own output is not being read (I/O thread).
+  bool OwnOutputHoldsReading() const;
   void OnRead(const asio::error_code& ec, size_t bytes);
   // Partial frames. True when the frame coming in has the memory it needs (reserved from the
   // FrameBudget now, or not needed); false when it waits for OnFrameGrant.

@@ -86,9 +86,7 @@ std::string Prefixed(char prefix, std::string_view name) {
 
 DiskGuardOptions GuardOptions(const StoreOptions& options) {
   DiskGuardOptions guard;
-  // The store's directory may not exist yet: its parent is on the same disk in practice.
-  guard.path = std::filesystem::path(options.path).parent_path().string();
-  if (guard.path.empty()) guard.path = ".";
+  guard.path = options.path;  // made by Open before the guard first reads it
   guard.reserve_bytes = options.disk_reserve_bytes;
   guard.ballast_path = options.ballast_path;
   guard.ballast_bytes = options.ballast_bytes;
@@ -103,6 +101,10 @@ RocksDbStore::RocksDbStore(const StoreOptions& options, PostFn post)
 
 Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& options, PostFn post) {
   std::unique_ptr<RocksDbStore> store(new RocksDbStore(options, std::move(post)));
+  // Made here, so the guard can read its disk and RocksDB does not log a missing directory
+  // as an error at the first start (a failure shows when RocksDB opens it).
+  std::error_code ignored;
+  std::filesystem::create_directories(options.path, ignored);
   // On a full disk RocksDB cannot even open (it writes a new manifest and log): the ballast
   // makes room, so consumers can drain what is there.
   store->disk_.RefreshNow();

@@ -79,6 +79,14 @@ std::unique_ptr<RawConnection> LoggedIn(uint16_t port) {
 
 constexpr uint64_t kMib = 1u << 20;
 
+// Resident memory means little under AddressSanitizer (freed buffers stay in its quarantine):
+// there the budget's own figures are checked, not the process's.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // The case, scaled down: 40 logged-in connections each send the prefix of a 5 MiB frame
 // and 4 MiB of it, under a memory watermark the broker's own memory is well below. Before, the
 // broker read all of it (160 MiB, more than the watermark's headroom), so flow control blocked
@@ -111,11 +119,13 @@ TEST(PartialFrames, HalfSentFramesStayWithinTheBudgetAndPublishersGoOn) {
   const double baseline = metrics.Get("process_resident_memory_bytes");
   ASSERT_GT(baseline, 0);
   // The watermark 96 MiB above what the broker holds now, as an operator would set it.
-  write_config(static_cast<uint64_t>(baseline) + 96 * kMib);
-  server.Signal(SIGHUP);
-  ASSERT_TRUE(Eventually([&] {
-    return testing::CountOf(server.Log(), "flow control: publishing blocks above") >= 2;
-  }));
+  if (!kAddressSanitizer) {
+    write_config(static_cast<uint64_t>(baseline) + 96 * kMib);
+    server.Signal(SIGHUP);
+    ASSERT_TRUE(Eventually([&] {
+      return testing::CountOf(server.Log(), "flow control: publishing blocks above") >= 2;
+    }));
+  }
 
   constexpr size_t kConnections = 40;
   std::vector<std::unique_ptr<RawConnection>> attackers;
@@ -134,7 +144,9 @@ TEST(PartialFrames, HalfSentFramesStayWithinTheBudgetAndPublishersGoOn) {
             << Metric(text, "wharf_partial_frame_bytes") / kMib << " MiB, "
             << Metric(text, "wharf_partial_frame_waiting_connections") << " connections wait\n";
   // Before: all 160 MiB were read (+170 MiB RSS in a Release build).
-  EXPECT_LT(grown, 80.0 * kMib);
+  if (!kAddressSanitizer) {
+    EXPECT_LT(grown, 80.0 * kMib);
+  }
   EXPECT_GE(Metric(text, "wharf_partial_frame_bytes"), 0);
   EXPECT_LE(Metric(text, "wharf_partial_frame_bytes"), 16.0 * kMib);
   EXPECT_LE(Metric(text, "wharf_partial_frame_reserved_bytes"), 16.0 * kMib);
@@ -256,6 +268,47 @@ TEST(PartialFrames, ALargeMessageWaitsItsTurnBehindStalledFrames) {
     EXPECT_EQ((*received)[0].message.body, std::string(8 * kMib, fill));
   }
   EXPECT_EQ(metrics.Get("wharf_frame_timeouts_total"), 2);
+  std::filesystem::remove_all(dir);
+}
+
+// A client in the middle of a large frame that does not read what it is sent (its deliveries
+// pile up, so the broker stops reading it) does not keep its share of the budget for ever:
+// that wait counts against its frame timeout. (Before, the clock stood still while its output
+// held it, and every larger publish in the broker could wait behind it.)
+TEST(PartialFrames, AClientThatDoesNotReadWhatItIsSentCannotHoldAFrameForEver) {
+  std::string dir = testing::MakeTempDir("wharf-frames");
+  std::string config = dir + "/wharfd.toml";
+  std::ofstream(config) << "[limits]\nframe_timeout_ms = 1000\n";
+  testing::TestServer server({"--config", config});
+  auto publisher = server.Connect();
+  ASSERT_NE(publisher, nullptr);
+  QueueSpec spec;
+  spec.name = "out";
+  ASSERT_TRUE(publisher->DeclareQueue(spec).ok());
+  auto raw = std::make_unique<RawConnection>(server.port(), 16 << 10);
+  raw->Handshake();
+  pb::Frame subscribe;
+  subscribe.set_request_id(7);
+  subscribe.mutable_subscribe()->set_queue("out");
+  raw->SendFrame(subscribe);
+  auto ok = raw->ReadFrame();
+  ASSERT_TRUE(ok && ok->has_subscribe_ok());
+  // A 1 MiB publish under way, then 12 MiB of deliveries it never reads.
+  raw->SendBytes(LengthPrefix(static_cast<uint32_t>(kMib)) + std::string(100 << 10, 'p'));
+  Message m;
+  m.body = std::string(512 << 10, 'd');
+  for (int i = 0; i < 24; ++i) ASSERT_TRUE(publisher->Publish("", "out", m).ok());
+  // It keeps trickling its frame, so reads complete and the broker sees its output full.
+  auto started = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - started < milliseconds(5'000)) {
+    raw->SendSome("p");
+    std::this_thread::sleep_for(milliseconds(100));
+    closed = server.Log().find("a slow sender: FRAME_TIMEOUT") != std::string::npos;
+  }
+  EXPECT_TRUE(closed) << server.Log();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, milliseconds(800));
+  ASSERT_TRUE(publisher->Ping().ok());
   std::filesystem::remove_all(dir);
 }
 

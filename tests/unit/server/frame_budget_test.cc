@@ -64,6 +64,20 @@ TEST(FrameBudget, ACancelledWaiterIsNotGranted) {
   EXPECT_EQ(budget.Metrics().reserved_bytes, 0u);
 }
 
+// The head of the queue leaving lets those behind it that fit go at once, not at some later
+// release (which may never come).
+TEST(FrameBudget, AHeadWaiterLeavingGrantsThoseBehindItThatFit) {
+  FrameBudget budget(100);
+  bool small = false;
+  ASSERT_TRUE(budget.Reserve(1, 60, [] {}));
+  EXPECT_FALSE(budget.Reserve(2, 80, [] {}));
+  EXPECT_FALSE(budget.Reserve(3, 30, [&] { small = true; }));  // fits, but waits its turn
+  EXPECT_TRUE(budget.CancelWait(2));
+  EXPECT_TRUE(small);
+  EXPECT_EQ(budget.Metrics().reserved_bytes, 90u);
+  EXPECT_EQ(budget.Metrics().waiting, 0u);
+}
+
 // A grant callback may release at once (its connection is gone): no lock is held then.
 TEST(FrameBudget, AGrantMayBeGivenBackFromItsCallback) {
   FrameBudget budget(100);
