@@ -150,15 +150,18 @@ class Broker {
   Status DeclareExchange(const ExchangeSpec& spec);
   Status DeleteExchange(std::string_view name, bool if_unused);
   Result<QueueInfo> DeclareQueue(uint64_t session_id, QueueSpec spec);
-  // Returns the number of ready messages dropped with the queue. With a `request_id`, the
-  // answer also comes through SessionPeer::DeleteQueueDone, once the deletion is durable
-  // (synced) for a stored queue, at once otherwise.
+  // Returns the number of ready messages dropped with the queue. With a `request_id` (0
+  // included: the session then sends only a failure), the answer also comes through
+  // SessionPeer::DeleteQueueDone, once the deletion is durable (synced) for a stored queue,
+  // at once otherwise.
   Result<uint64_t> DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
-                               bool if_empty, uint64_t request_id = 0);
-  // Drops the queue's ready and delayed messages and returns how many. With a `request_id`,
-  // the answer also comes through SessionPeer::PurgeDone, once the purge is durable (synced:
-  // no purged message comes back after a crash) for a stored queue, at once otherwise.
-  Result<uint64_t> PurgeQueue(uint64_t session_id, std::string_view name, uint64_t request_id = 0);
+                               bool if_empty, std::optional<uint64_t> request_id = std::nullopt);
+  // Drops the queue's ready and delayed messages and returns how many. With a `request_id`
+  // (0 included), the answer also comes through SessionPeer::PurgeDone, once the purge is
+  // durable (synced: no purged message comes back after a crash) for a stored queue, at once
+  // otherwise.
+  Result<uint64_t> PurgeQueue(uint64_t session_id, std::string_view name,
+                              std::optional<uint64_t> request_id = std::nullopt);
   Status Bind(uint64_t session_id, const BindingSpec& binding);
   Status Unbind(uint64_t session_id, const BindingSpec& binding);
   std::vector<QueueInfo> ListQueues(std::string_view prefix) const;

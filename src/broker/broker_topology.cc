@@ -181,7 +181,7 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
 }
 
 Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
-                                     bool if_empty, uint64_t request_id) {
+                                     bool if_empty, std::optional<uint64_t> answer_to) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   QueueInfo info = queue->Info();
@@ -197,7 +197,8 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   uint64_t dropped = queue->ready() + queue->delayed().size();
   DropQueue(queue, "queue deleted");
-  if (request_id == 0) return dropped;
+  if (!answer_to) return dropped;
+  const uint64_t request_id = *answer_to;
   // Answered once the queue's removal is synced: a crash after the answer must not bring the
   // queue back with its messages.
   auto answer = [this, session_id, request_id, dropped](const Status& status) {
@@ -287,7 +288,7 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
 }
 
 Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
-                                    uint64_t request_id) {
+                                    std::optional<uint64_t> answer_to) {
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   const bool stored = store_ && queue->store_id() != 0;
@@ -338,7 +339,8 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
   }
   UpdateDelayHead(queue);
   const uint64_t count = purged.count + delayed;
-  if (request_id == 0) return count;
+  if (!answer_to) return count;
+  const uint64_t request_id = *answer_to;
   // Answered once every part of the purge is synced, like a confirm: a crash after the answer
   // brings none of the purged messages back.
   auto answer = [this, session_id, request_id, count, outcome](const Status& status) {

@@ -420,6 +420,31 @@ TEST_F(BrokerStoreTest, APurgeTheStoreCouldNotWriteLeavesNothingToWaitFor) {
   faults_->disk_full = false;
 }
 
+// Request id 0 is "reply only on failure" (docs/protocol.md): a purge or deletion whose write
+// fails is still reported, with id 0.
+TEST_F(BrokerStoreTest, APurgeOrDeletionWithRequestIdZeroStillReportsAFailedWrite) {
+  DeclareQueue("q");
+  DeclareQueue("gone");
+  ASSERT_TRUE(Publish("", "q", "m").ok());
+  Drain();
+  faults_->disk_full = true;
+  ASSERT_TRUE(broker_->PurgeQueue(kS1, "q", /*request_id=*/0).ok());
+  Drain();
+  ASSERT_EQ(peer_->purges.size(), 1u);
+  EXPECT_EQ(peer_->purges[0].first, 0u);
+  EXPECT_EQ(peer_->purges[0].second.status().code(), StatusCode::kStoreFull);
+  faults_->disk_full = false;
+  for (int i = 0; i < 50 && !Publish("", "q", "probe").ok(); ++i) {
+    Tick(std::chrono::milliseconds(1000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(broker_->DeleteQueue(kS1, "gone", false, false, /*request_id=*/0).ok());
+  Drain();
+  ASSERT_EQ(peer_->deletions.size(), 1u);
+  EXPECT_TRUE(peer_->deletions[0].second.ok()) << "a success is passed on too; the session "
+                                                  "sends nothing for id 0";
+}
+
 TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   BrokerOptions options;
   options.page_limits.max_messages = 5;
