@@ -18,12 +18,7 @@ bool FrameBudget::Reserve(uint64_t id, uint64_t bytes, std::function<void()> gra
       return true;
     }
     waiters_.push_back(Waiter{id, bytes, std::move(granted)});
-    auto now = std::chrono::steady_clock::now();
-    if (queue_logged_ == std::chrono::steady_clock::time_point{} ||
-        now - queue_logged_ >= kLogInterval) {
-      queue_logged_ = now;
-      log = true;
-    }
+    log = queue_log_.Allow(std::chrono::steady_clock::now());
     waiting = waiters_.size();
     reserved = reserved_;
   }
@@ -84,15 +79,7 @@ bool FrameBudget::CancelWait(uint64_t id) {
 bool FrameBudget::CountTimeout(std::chrono::steady_clock::time_point now, uint64_t* unlogged) {
   timeouts_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mu_);
-  if (timeout_logged_ != std::chrono::steady_clock::time_point{} &&
-      now - timeout_logged_ < kLogInterval) {
-    ++timeouts_unlogged_;
-    return false;
-  }
-  timeout_logged_ = now;
-  *unlogged = timeouts_unlogged_;
-  timeouts_unlogged_ = 0;
-  return true;
+  return timeout_log_.Allow(now, unlogged);
 }
 
 FrameBudgetMetrics FrameBudget::Metrics() const {

@@ -28,6 +28,8 @@
 #include <mutex>
 #include <vector>
 
+#include "common/log_limiter.h"
+
 namespace wharf::server {
 
 // What /metrics shows of partial frames.
@@ -88,9 +90,8 @@ class FrameBudget {
   mutable std::mutex mu_;  // a leaf
   uint64_t reserved_ = 0;
   std::deque<Waiter> waiters_;
-  std::chrono::steady_clock::time_point queue_logged_{};
-  std::chrono::steady_clock::time_point timeout_logged_{};
-  uint64_t timeouts_unlogged_ = 0;
+  LogLimiter queue_log_{kLogInterval};
+  LogLimiter timeout_log_{kLogInterval};
   // Gauges, read without the lock.
   std::atomic<uint64_t> held_{0};
   std::atomic<uint64_t> timeouts_{0};

@@ -293,13 +293,6 @@ Status Server::SetFdLimit() {
   return Status::Ok();
 }
 
-bool Server::LogNow(std::optional<std::chrono::steady_clock::time_point>* last) {
-  auto now = std::chrono::steady_clock::now();
-  if (*last && now - **last < kAcceptLogInterval) return false;
-  *last = now;
-  return true;
-}
-
 Status Server::Listen() {
   asio::error_code ec;
   auto address = asio::ip::make_address(options_.listen_host, ec);
@@ -337,11 +330,9 @@ void Server::Accept() {
       if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
       // Out of file descriptors, typically: the pending connection stays in the backlog, so
       // retrying at once would spin. Wait a little; say so once per kAcceptLogInterval.
-      ++accept_errors_;
-      if (LogNow(&accept_error_logged_)) {
+      if (uint64_t held = 0; accept_error_log_.Allow(std::chrono::steady_clock::now(), &held)) {
         spdlog::warn("accept failed: {}; retrying every 100 ms ({} failures since the last line)",
-                     ec.message(), accept_errors_);
-        accept_errors_ = 0;
+                     ec.message(), held + 1);
       }
       accept_retry_timer_->expires_after(std::chrono::milliseconds(100));
       accept_retry_timer_->async_wait([this](const asio::error_code& e) {
@@ -356,13 +347,11 @@ void Server::Accept() {
       refusal = Status(StatusCode::kResourceExhausted,
                        "the broker is at its file descriptor limit for connections; try again "
                        "later");
-      ++fd_refusals_;
-      if (LogNow(&fd_refusal_logged_)) {
+      if (uint64_t held = 0; fd_refusal_log_.Allow(std::chrono::steady_clock::now(), &held)) {
         spdlog::warn(
             "refusing connections: {} file descriptors open, the limit for connections (RLIMIT_"
             "NOFILE {} less [limits] reserved_fds {}); {} refused since the last line",
-            fd_limit_, fd_soft_limit_, options_.reserved_fds, fd_refusals_);
-        fd_refusals_ = 0;
+            fd_limit_, fd_soft_limit_, options_.reserved_fds, held + 1);
       }
     }
     auto session = std::make_shared<Session>(std::move(socket), id, &context_);

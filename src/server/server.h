@@ -26,6 +26,7 @@
 
 #include "broker/broker.h"
 #include "common/clock.h"
+#include "common/log_limiter.h"
 #include "server/metrics_server.h"
 #include "server/options.h"
 #include "server/server_context.h"
@@ -63,9 +64,6 @@ class Server {
   // limit leaves too few for connections.
   Status SetFdLimit();
   Status Listen();
-  // Thread: I/O 0. True (and `*last` set to now) when a line was not logged within
-  // kAcceptLogInterval.
-  static bool LogNow(std::optional<std::chrono::steady_clock::time_point>* last);
   void Accept();
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
@@ -135,10 +133,8 @@ class Server {
   // Refused connections and failed accepts are logged at most once per kAcceptLogInterval,
   // with the count since the last line.
   static constexpr std::chrono::seconds kAcceptLogInterval{10};
-  std::optional<std::chrono::steady_clock::time_point> fd_refusal_logged_;
-  uint64_t fd_refusals_ = 0;
-  std::optional<std::chrono::steady_clock::time_point> accept_error_logged_;
-  uint64_t accept_errors_ = 0;
+  LogLimiter fd_refusal_log_{kAcceptLogInterval};
+  LogLimiter accept_error_log_{kAcceptLogInterval};
 
   // Guarded by mu_: the live sessions, for shutdown.
   std::mutex mu_;

@@ -1083,18 +1083,12 @@ void Session::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery>
 
 void Session::PublishDone(uint64_t request_id, const PublishResult& result, const Status& status) {
   if (!status.ok()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - unconfirmed_logged_at_ < std::chrono::seconds(1)) {
-      ++unconfirmed_unlogged_;
-    } else {
-      unconfirmed_logged_at_ = now;
-      spdlog::warn("conn={} user={} publish {} (message {}) not confirmed{}: {}", id_,
-                   LogSafe(user_), request_id, result.message_id,
-                   unconfirmed_unlogged_ == 0
-                       ? std::string()
-                       : fmt::format(" ({} more since the last such line)", unconfirmed_unlogged_),
-                   LogSafe(status.ToString(), kLogSafeStatusBytes));
-      unconfirmed_unlogged_ = 0;
+    if (uint64_t held = 0; unconfirmed_log_.Allow(std::chrono::steady_clock::now(), &held)) {
+      spdlog::warn(
+          "conn={} user={} publish {} (message {}) not confirmed{}: {}", id_, LogSafe(user_),
+          request_id, result.message_id,
+          held == 0 ? std::string() : fmt::format(" ({} more since the last such line)", held),
+          LogSafe(status.ToString(), kLogSafeStatusBytes));
     }
     return ReplyStatus(request_id, status);
   }

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "broker/session_peer.h"
+#include "common/log_limiter.h"
 #include "net/frame.h"
 #include "protocol/codec.h"
 #include "server/server_context.h"
@@ -229,8 +230,7 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   uint64_t outbox_queued_bytes_ = 0;
   // Publishes not confirmed (a failing store) are logged at most once a second per connection,
   // with how many were not logged since: a full disk fails every publish in flight.
-  std::chrono::steady_clock::time_point unconfirmed_logged_at_{};
-  uint64_t unconfirmed_unlogged_ = 0;
+  LogLimiter unconfirmed_log_{std::chrono::seconds(1)};
 };
 
 }  // namespace wharf::server
