@@ -154,9 +154,11 @@ Status RocksDbStore::OpenDb() {
   // they can start from a hint: the last insert of the same prefix (below).
   db_options.allow_concurrent_memtable_write = false;
   db_options.keep_log_file_num = 4;
-  if (options_.write_faults) {
-    env_ = rocksdb::NewCompositeEnv(std::make_shared<FullDiskFileSystem>(
-        rocksdb::FileSystem::Default(), options_.write_faults));
+  if (options_.write_faults || options_.file_system) {
+    std::shared_ptr<rocksdb::FileSystem> fs =
+        options_.file_system ? options_.file_system : rocksdb::FileSystem::Default();
+    if (options_.write_faults) fs = std::make_shared<FullDiskFileSystem>(fs, options_.write_faults);
+    env_ = rocksdb::NewCompositeEnv(fs);
     db_options.env = env_.get();
   }
 

@@ -45,6 +45,7 @@ class ColumnFamilyHandle;
 class CompactOnDeletionCollectorFactory;
 class DB;
 class Env;
+class FileSystem;
 class Snapshot;
 class WriteBatch;
 }  // namespace rocksdb
@@ -75,6 +76,9 @@ struct StoreOptions {
   std::function<std::optional<uint64_t>()> free_bytes_for_tests;
   // Tests only: makes disk writes fail on demand (store/write_faults.h).
   std::shared_ptr<WriteFaults> write_faults;
+  // Tests only: the file system under the store (nullptr: the real one). The power-loss tests
+  // put one here that forgets unsynced writes (tests/unit/store/power_cut_fs.h).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 // Figures for benchmarks and metrics. Monotonic counters, read from any thread.
@@ -192,7 +196,7 @@ class RocksDbStore final : public MessageStore {
   const StoreOptions options_;
   const PostFn post_;
 
-  std::unique_ptr<rocksdb::Env> env_;  // only with write_faults: wraps the file system
+  std::unique_ptr<rocksdb::Env> env_;  // only with write_faults or file_system: wraps it
   // db_ and the handles are replaced only by ReopenDb on the writer thread, under db_mu_
   // held exclusively; the reader holds it shared while it reads.
   std::shared_mutex db_mu_;

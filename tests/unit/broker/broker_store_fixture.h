@@ -38,7 +38,7 @@ class BrokerStoreTest : public ::testing::Test {
 
   void Start(BrokerOptions options = {}) {
     options_ = options;
-    store::StoreOptions store_options;
+    store::StoreOptions store_options = store_options_;
     store_options.write_faults = faults_;
     store_options.free_bytes_for_tests = [this]() -> std::optional<uint64_t> {
       uint64_t free = free_disk_bytes_.load();
@@ -149,6 +149,8 @@ class BrokerStoreTest : public ::testing::Test {
   TempDir dir_;
   Mailbox mailbox_;
   std::shared_ptr<store::WriteFaults> faults_ = std::make_shared<store::WriteFaults>();
+  // The store's options at each Start (write_faults and free_bytes_for_tests are the above).
+  store::StoreOptions store_options_;
   // The free disk space the store sees; 0: the real one.
   std::atomic<uint64_t> free_disk_bytes_{0};
   ManualClock clock_;
