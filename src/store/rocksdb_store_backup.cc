@@ -135,17 +135,20 @@ Status CheckTarget(const fs::path& target, bool* exists) {
   return Status::Ok();
 }
 
-// Counts the files of the finished copy.
-void CountFiles(const fs::path& store, BackupInfo* info) {
+// Counts the files of the finished copy, and those that are the live store's own files
+// (hard links: same device and inode under the same name), which took no new space.
+void CountFiles(const fs::path& copy, const fs::path& live, BackupInfo* info) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(store, ec)) {
+  for (const auto& entry : fs::directory_iterator(copy, ec)) {
     struct stat st {};
     if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     ++info->files;
     info->bytes += static_cast<uint64_t>(st.st_size);
-    // Still linked to the live store's file (a file RocksDB may delete later is then kept
-    // alive by the backup alone).
-    if (st.st_nlink > 1) info->linked_bytes += static_cast<uint64_t>(st.st_size);
+    struct stat original {};
+    if (::lstat((live / entry.path().filename()).c_str(), &original) == 0 &&
+        original.st_dev == st.st_dev && original.st_ino == st.st_ino) {
+      info->linked_bytes += static_cast<uint64_t>(st.st_size);
+    }
   }
 }
 
@@ -291,7 +294,7 @@ Result<BackupInfo> RocksDbStore::RunBackup(const BackupRequest& request, uint64_
 
   BackupInfo info;
   info.directory = target.string();
-  CountFiles(target / kStoreDirName, &info);
+  CountFiles(target / kStoreDirName, options_.path, &info);
   info.max_message_id = max_message_id;
   info.duration_ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                std::chrono::steady_clock::now() - request.requested)
