@@ -221,7 +221,7 @@ void RocksDbStore::StartBackup(BackupRequest request) {
           LogSafe(result->directory, PATH_MAX), result->duration_ms, result->files, result->bytes,
           result->linked_bytes, result->max_message_id);
     } else {
-      spdlog::error("store: backup to {} failed, nothing left there: {}",
+      spdlog::error("store: backup to {} failed, no partial copy left: {}",
                     LogSafe(request.directory, PATH_MAX),
                     LogSafe(result.status().ToString(), kLogSafeStatusBytes));
     }
