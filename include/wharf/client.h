@@ -161,6 +161,15 @@ class Client {
   Status DeleteUser(const std::string& name);
   Result<std::vector<UserInfo>> ListUsers();
 
+  // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------
+  // Has the broker write a consistent copy of its store into `directory`, an absolute path on
+  // the broker's machine that must not exist (its parent must) or be an empty directory, while
+  // it goes on serving. Returns once the copy is complete, waiting up to request_timeout plus
+  // `wait`; a backup still running after that carries on in the broker (its log says how it
+  // ended). Every publish confirmed before the call is in the copy.
+  Result<BackupInfo> Backup(const std::string& directory,
+                            std::chrono::milliseconds wait = std::chrono::hours(1));
+
   // --- Publish ------------------------------------------------------------------------------
   // `done` runs on the client's I/O thread with the broker's confirm or error.
   void PublishAsync(const std::string& exchange, const std::string& routing_key,

@@ -197,6 +197,20 @@ struct UserInfo {
   std::string source;  // "config", "store" (made at runtime) or "builtin" (guest)
 };
 
+// What an online backup wrote (Client::Backup; docs/operations.md, "Backup and restore").
+struct BackupInfo {
+  std::string directory;  // absolute, normalised: it holds store/
+  uint64_t files = 0;     // in directory/store
+  uint64_t bytes = 0;     // their sizes together
+  // Of those bytes, hard links to the live store's files (the backup is on the store's file
+  // system): they take no new space now, but keep files the store would otherwise delete.
+  uint64_t linked_bytes = 0;
+  uint64_t duration_ms = 0;  // from the request reaching the store to the copy complete
+  // The highest message id written before the backup began: every message confirmed before
+  // the request was sent is in the copy.
+  uint64_t max_message_id = 0;
+};
+
 struct PublishResult {
   uint64_t message_id = 0;
   uint32_t routed_queues = 0;  // 0: reached no queue

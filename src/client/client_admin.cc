@@ -1,6 +1,6 @@
 // client/client_admin.cc: the operators' calls of wharf::Client: listings (queues, exchanges,
-// bindings, consumers, connections, users), peek, delayed messages, redrive and users. The
-// connection is client/client_impl.h.
+// bindings, consumers, connections, users), peek, delayed messages, redrive, users and
+// backups. The connection is client/client_impl.h.
 #include "client/client_impl.h"
 
 namespace wharf {
@@ -185,6 +185,16 @@ Result<std::vector<UserInfo>> Client::ListUsers() {
     out.push_back(UserInfo{u.name(), u.admin(), u.source()});
   }
   return out;
+}
+
+// --- Backup -------------------------------------------------------------------------------------
+
+Result<BackupInfo> Client::Backup(const std::string& directory, std::chrono::milliseconds wait) {
+  pb::Frame frame;
+  frame.mutable_backup()->set_directory(directory);
+  auto reply = impl_->Call(std::move(frame), wait);
+  if (!reply.ok()) return reply.status();
+  return protocol::FromWire(reply->backup_ok());
 }
 
 }  // namespace wharf

@@ -59,12 +59,13 @@ class Commands {
 };
 
 // Each command file's subcommands (ctl/topology.cc, messages.cc, inspect.cc, redrive.cc,
-// users.cc).
+// users.cc, backup.cc).
 void AddTopologyCommands(CLI::App& app, Commands& commands);
 void AddMessageCommands(CLI::App& app, Commands& commands);
 void AddInspectCommands(CLI::App& app, Commands& commands);
 void AddRedriveCommands(CLI::App& app, Commands& commands);
 void AddUserCommands(CLI::App& app, Commands& commands);
+void AddBackupCommands(CLI::App& app, Commands& commands);
 
 // --- Values on the command line (ctl/values.cc) ---------------------------------------------
 

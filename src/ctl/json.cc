@@ -405,6 +405,15 @@ Json RedriveJson(const RedriveInfo& r) {
               {"targets", targets}};
 }
 
+Json BackupJson(const BackupInfo& b) {
+  return Json{{"directory", b.directory},
+              {"files", b.files},
+              {"bytes", b.bytes},
+              {"linked_bytes", b.linked_bytes},
+              {"duration_ms", b.duration_ms},
+              {"max_message_id", HexId(b.max_message_id)}};
+}
+
 std::string HexId(uint64_t id) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));

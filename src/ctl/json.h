@@ -69,6 +69,7 @@ Json ConnectionJson(const ConnectionInfo& c);
 Json UserJson(const UserInfo& u);
 Json DelayedJson(const DelayedInfo& m);
 Json RedriveJson(const RedriveInfo& r);
+Json BackupJson(const BackupInfo& b);
 
 // A message id as wharfctl prints it: 16 hex digits.
 std::string HexId(uint64_t id);

@@ -1,7 +1,7 @@
 // wharfctl: the admin CLI (docs/operations.md, "wharfctl"). This file: the global options
 // (server, user, password from flags, WHARF_* variables or a config file), help, version,
 // completion, and running the chosen command. The commands are in topology.cc,
-// messages.cc, inspect.cc, redrive.cc and users.cc.
+// messages.cc, inspect.cc, redrive.cc, users.cc and backup.cc.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -208,6 +208,7 @@ int Run(int argc, char** argv) {
   AddMessageCommands(app, commands);
   AddRedriveCommands(app, commands);
   AddUserCommands(app, commands);
+  AddBackupCommands(app, commands);
 
   std::vector<std::string> help_for;
   CLI::App* help = app.add_subcommand("help", "show the help of wharfctl or of COMMAND");

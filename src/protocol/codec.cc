@@ -349,6 +349,20 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
   return info;
 }
 
+void ToWire(const BackupInfo& info, wire::BackupOk* out) {
+  out->set_directory(info.directory);
+  out->set_files(info.files);
+  out->set_bytes(info.bytes);
+  out->set_linked_bytes(info.linked_bytes);
+  out->set_duration_ms(info.duration_ms);
+  out->set_max_message_id(info.max_message_id);
+}
+
+BackupInfo FromWire(const wire::BackupOk& in) {
+  return BackupInfo{in.directory(),    in.files(),       in.bytes(),
+                    in.linked_bytes(), in.duration_ms(), in.max_message_id()};
+}
+
 void ToWire(const PeekedMessage& info, wire::PeekedMessage* out) {
   ToWire(info.message, out->mutable_message());
   out->set_position(info.position);

@@ -68,6 +68,8 @@ void ToWire(const RedriveInfo& info, wire::RedriveTask* out);
 RedriveInfo FromWire(const wire::RedriveTask& in);
 void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out);
 ExchangeInfo FromWire(const wire::ExchangeInfo& in);
+void ToWire(const BackupInfo& info, wire::BackupOk* out);
+BackupInfo FromWire(const wire::BackupOk& in);
 
 // A frame carrying only an Error, for replies to request `request_id`.
 wire::Frame ErrorFrame(uint64_t request_id, const Status& status);

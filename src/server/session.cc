@@ -406,6 +406,7 @@ Status Session::HandleFrame(std::string_view payload, std::vector<Request>* batc
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
+    case wire::Frame::kBackup:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +
@@ -1007,6 +1008,8 @@ void Session::HandleRequest(Request& request) {
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
       return HandleUserRequest(rid, frame);
+    case wire::Frame::kBackup:
+      return HandleBackup(rid, frame.backup().directory());
     default:
       return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
   }
@@ -1058,6 +1061,29 @@ void Session::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
         self->ReplyStatus(rid, status);
         self->Flush();
       });
+}
+
+void Session::HandleBackup(uint64_t rid, const std::string& directory) {
+  if (!context_->users->IsAdmin(user_)) {
+    spdlog::warn("conn={} user={} backup to {} refused: not an admin", id_, LogSafe(user_),
+                 LogSafe(directory));
+    return ReplyStatus(
+        rid, Status(StatusCode::kAccessRefused,
+                    "user '" + CutForDisplay(user_) + "' is not an admin: a backup needs one"));
+  }
+  spdlog::info("conn={} user={} asks for a backup to {}", id_, LogSafe(user_), LogSafe(directory));
+  // The store answers once the copy is complete (or failed), through the broker thread; its
+  // writer and this thread go on meanwhile.
+  context_->store->Backup(directory, [self = shared_from_this(), rid](Result<BackupInfo> result) {
+    if (!result.ok()) {
+      self->ReplyStatus(rid, result.status());
+    } else {
+      wire::Frame reply;
+      protocol::ToWire(*result, reply.mutable_backup_ok());
+      self->Reply(rid, std::move(reply));
+    }
+    self->Flush();
+  });
 }
 
 void Session::Deliver(broker::Delivery delivery) {

@@ -170,6 +170,8 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void Execute(std::vector<Request>& batch);
   void HandleRequest(Request& request);
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
+  // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
+  void HandleBackup(uint64_t rid, const std::string& directory);
   void Reply(uint64_t request_id, protocol::wire::Frame frame);
   void ReplyStatus(uint64_t request_id, const Status& status);
 

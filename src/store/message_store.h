@@ -256,6 +256,7 @@ enum class CountKind { kEntries, kDelayed };
 // non-empty queue and kind, with kCountUnknown when the count could not be finished (the
 // database was reopened meanwhile).
 using CountCallback = std::function<void(uint64_t queue_id, CountKind kind, uint64_t count)>;
+using BackupCallback = std::function<void(Result<BackupInfo>)>;
 inline constexpr uint64_t kCountUnknown = UINT64_MAX;
 
 class MessageStore {
@@ -294,6 +295,13 @@ class MessageStore {
   // Where the background removal of purged ranges reports (through the PostFn). Call once,
   // after Recover and before the first Commit: the ranges Recover found start then.
   virtual void SetReclaimCallback(ReclaimCallback progress) = 0;
+
+  // Writes a consistent copy of the store into `directory`/store, off the writer thread, while
+  // commits go on (docs/operations.md, "Backup and restore"). Every batch committed before the
+  // call is in the copy. `directory` must be absolute and must not exist (its parent must), or
+  // be an empty directory; nothing is left behind when it fails. One at a time: another one
+  // meanwhile gets kResourceLocked.
+  virtual void Backup(std::string directory, BackupCallback done) = 0;
 
   // Writes everything committed so far, runs the remaining callbacks and stops the store's
   // threads. Later calls to Commit or Load fail with kShuttingDown.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/log_safe.h"
@@ -34,8 +35,13 @@ class SpdlogRocksDbLogger final : public rocksdb::Logger {
   void Logv(const char* format, va_list ap) override { Logv(rocksdb::INFO_LEVEL, format, ap); }
 
   void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    // A checkpoint (a backup) disables file deletions twice, nested, and RocksDB warns about
+    // its own nesting each time: balanced, and nothing an operator can act on.
+    const bool nesting =
+        level == rocksdb::WARN_LEVEL && (std::strstr(format, "but already disabled") ||
+                                         std::strstr(format, "but not really enabled"));
     if (level < GetInfoLogLevel()) return;
-    const spdlog::level::level_enum to = ToSpdlog(level);
+    const spdlog::level::level_enum to = nesting ? spdlog::level::debug : ToSpdlog(level);
     if (!spdlog::should_log(to)) return;
     char buffer[1024];
     va_list copy;

@@ -235,6 +235,9 @@ void RocksDbStore::Close() {
   }
   read_cv_.notify_all();
   if (reader_.joinable()) reader_.join();
+  // A backup the writer started finishes (a checkpoint cannot be stopped half-way) and posts
+  // its answer.
+  if (backup_.joinable()) backup_.join();
 }
 
 StoreCounters RocksDbStore::counters() const {
@@ -340,7 +343,8 @@ void RocksDbStore::WriterLoop() {
     rocksdb::WriteBatch wb;
     bool sync = false;
     size_t commits = 0;
-    std::vector<ReadJob> loads;  // loads and finds: they must see this group's writes
+    std::vector<ReadJob> loads;          // loads and finds: they must see this group's writes
+    std::vector<BackupRequest> backups;  // so must a backup (at most one runs at a time)
     group_max_id_ = 0;
     PlanGroup(group);
     Status status = error_;
@@ -351,8 +355,10 @@ void RocksDbStore::WriterLoop() {
         if (status.ok()) status = Apply(commit->batch, &wb);
       } else if (auto* load = std::get_if<LoadRequest>(&request)) {
         loads.emplace_back(std::move(*load));
+      } else if (auto* find = std::get_if<FindRequest>(&request)) {
+        loads.emplace_back(std::move(*find));
       } else {
-        loads.emplace_back(std::move(std::get<FindRequest>(request)));
+        backups.push_back(std::move(std::get<BackupRequest>(request)));
       }
     }
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
@@ -391,6 +397,7 @@ void RocksDbStore::WriterLoop() {
         post_([done = std::move(commit->done), status] { done(status); });
       }
     }
+    for (BackupRequest& backup : backups) StartBackup(std::move(backup));
     if (!loads.empty()) {
       {
         std::lock_guard lock(read_mu_);

@@ -9,6 +9,8 @@
 //            thread that writes, so it also owns the reference counts of shared bodies.
 //   reader - serves Load: an iterator over one queue's entry range (bounded on both sides, so
 //            it never walks the tombstones of acked entries) and a MultiGet of their bodies.
+// and one more while a backup runs (wharf-backup: a RocksDB checkpoint, which the writer
+// starts once the commits queued before the backup are written; rocksdb_store_backup.cc).
 // A Load is queued behind the writes committed before it and handed to the reader only once
 // they are written, so it sees them.
 //
@@ -108,10 +110,16 @@ class RocksDbStore final : public MessageStore {
   void FindDelayed(uint64_t queue_id, uint64_t message_id, FindDelayedCallback done) override;
   void CountRecoveredQueues(CountCallback done) override;
   void SetReclaimCallback(ReclaimCallback progress) override;
+  void Backup(std::string directory, BackupCallback done) override;
   Status AcceptingMessages() const override { return disk_.Accepting(); }
   void Close() override;
 
   StoreCounters counters() const;
+
+  // Tests only: runs on the backup thread once the checkpoint is written, before it is moved
+  // into place; a status other than OK fails the backup there (a failure midway). Set it
+  // before the first Backup.
+  void SetBackupHookForTests(std::function<Status()> hook) { backup_hook_ = std::move(hook); }
 
  private:
   struct CommitRequest {
@@ -136,7 +144,12 @@ class RocksDbStore final : public MessageStore {
     uint64_t message_id = 0;
     FindDelayedCallback done;
   };
-  using Request = std::variant<CommitRequest, LoadRequest, FindRequest>;
+  struct BackupRequest {
+    std::string directory;  // absolute, normalised
+    BackupCallback done;
+    std::chrono::steady_clock::time_point requested;
+  };
+  using Request = std::variant<CommitRequest, LoadRequest, FindRequest, BackupRequest>;
   // Counting the recovered queues, a slice at a time so that loads are served in between.
   struct CountJob {
     struct Range {
@@ -192,6 +205,13 @@ class RocksDbStore final : public MessageStore {
   bool CountSlice(CountJob* job);
   // Reports kCountUnknown for every queue the job has not counted.
   void AbandonCount(CountJob* job);
+
+  // --- backups (rocksdb_store_backup.cc) ---
+  // Writer thread, once the group holding the backup request is written: hands it to a new
+  // backup thread with the highest message id written so far.
+  void StartBackup(BackupRequest request);
+  // Backup thread: the checkpoint, into a temporary directory moved into place when complete.
+  Result<BackupInfo> RunBackup(const BackupRequest& request, uint64_t max_message_id);
 
   const StoreOptions options_;
   const PostFn post_;
@@ -267,8 +287,14 @@ class RocksDbStore final : public MessageStore {
   // The purged ranges of a queue now (a copy; empty for most queues).
   std::vector<std::pair<uint64_t, uint64_t>> DoomedRanges(uint64_t queue_id);
 
+  // The backup running (guarded by mu_): its directory, "" when none. Set by Backup, cleared
+  // by the backup thread before it posts the answer.
+  std::string backup_directory_;
+  std::function<Status()> backup_hook_;  // tests only
+
   std::thread writer_;
   std::thread reader_;
+  std::thread backup_;   // started by the writer, joined by the next backup or Close
   bool closed_ = false;  // Close() ran (caller's thread)
 };
 
