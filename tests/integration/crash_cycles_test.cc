@@ -150,7 +150,9 @@ class Publisher {
 // The load of one cycle: three publishers and four consumers on connections of their own.
 class Load {
  public:
-  Load(const TestServer& server, Ledger& ledger, uint32_t seed) : ledger_(ledger), rng_(seed) {
+  Load(Ledger& ledger, uint32_t seed) : ledger_(ledger), rng_(seed) {}
+
+  void StartConsuming(const TestServer& server) {
     Consume(server, kPlain, [this](Client& c, const Delivery& d) {
       {
         std::lock_guard lock(ledger_.mu);
@@ -340,8 +342,10 @@ using ull = unsigned long long;
 // run flat out; each cycle ends in a SIGKILL at a random moment and a restart on the same data
 // directory. A quarter of the cycles kill wharfd 0-20 ms after the restart's ready file
 // appeared, with no load (the recovery itself, releasing what fell due meanwhile, is
-// interrupted); the others kill it 20-600 ms into the load, during heavy publishing, or, one
-// in four of them, after the publishers stopped (consumers and releases only).
+// interrupted); the others kill it 20-600 ms into the load: during heavy publishing (two in
+// five cycles), during publishing with no consumers, so that a backlog builds up for the
+// recoveries and cycles that follow (three in twenty), or after the publishers stopped, with
+// consumers and releases only (one in five).
 TEST(Durability, KillNineUnderLoadLosesNoConfirmedMessage) {
   int cycles = 20;
   if (const char* env = std::getenv("WHARF_CRASH_CYCLES")) cycles = std::max(1, std::atoi(env));
@@ -365,18 +369,24 @@ TEST(Durability, KillNineUnderLoadLosesNoConfirmedMessage) {
     testing::DeclareWithDeadLetterQueue(*setup, kRejected, kDead);
   }
   Ledger ledger;
-  int kills[3] = {0, 0, 0};  // in recovery, while publishing, after publishing
+  enum Kill { kInRecovery, kPublishing, kBacklog, kAfterPublishing, kKinds };
+  int kills[kKinds] = {};
   for (int cycle = 0; cycle < cycles; ++cycle) {
-    const int kind = uniform(0, 3) == 0 ? 0 : (uniform(0, 3) == 0 ? 2 : 1);
+    const int pick = uniform(0, 19);
+    const Kill kind = pick < 5    ? kInRecovery
+                      : pick < 13 ? kPublishing
+                      : pick < 16 ? kBacklog
+                                  : kAfterPublishing;
     ++kills[kind];
-    if (kind == 0) {
+    if (kind == kInRecovery) {
       std::this_thread::sleep_for(milliseconds(uniform(0, 2) == 0 ? 0 : uniform(1, 20)));
       server.Kill();
     } else {
-      Load load(server, ledger, rng());
+      Load load(ledger, rng());
+      if (kind != kBacklog) load.StartConsuming(server);
       load.StartPublishing(server);
       const int run_ms = uniform(20, 600);
-      if (kind == 2) {
+      if (kind == kAfterPublishing) {
         const int publish_ms = uniform(0, run_ms);
         std::this_thread::sleep_for(milliseconds(publish_ms));
         load.StopPublishing();
@@ -403,7 +413,8 @@ TEST(Durability, KillNineUnderLoadLosesNoConfirmedMessage) {
   }
   std::map<std::string, int64_t> still_waiting;
   {
-    Load load(server, ledger, rng());
+    Load load(ledger, rng());
+    load.StartConsuming(server);
     auto watcher = server.Connect();
     ASSERT_NE(watcher, nullptr);
     const bool settled = testing::Eventually(
@@ -464,7 +475,8 @@ TEST(Durability, KillNineUnderLoadLosesNoConfirmedMessage) {
   const uint64_t dead_duplicates = CountDuplicates(ledger.dead_received);
 
   std::printf(
-      "crash test: %d kills (%d in recovery, %d while publishing, %d after publishing), %.1f s\n"
+      "crash test: %d kills (%d in recovery, %d while publishing, %d while publishing with no "
+      "consumers, %d after publishing), %.1f s\n"
       "  plain:    %llu published, %zu confirmed, %zu distinct received, %llu duplicate "
       "deliveries, %llu lost\n"
       "  delayed:  %llu published, %zu confirmed (%llu due beyond the run), %zu distinct "
@@ -473,11 +485,12 @@ TEST(Durability, KillNineUnderLoadLosesNoConfirmedMessage) {
       "%llu missing\n"
       "  rejected: %llu published, %zu confirmed, %zu distinct dead-lettered, %llu duplicate "
       "deliveries, %llu lost, %llu without the death record\n",
-      cycles, kills[0], kills[1], kills[2], seconds, static_cast<ull>(ledger.published[0]),
-      ledger.confirmed.size(), ledger.received.size(), static_cast<ull>(duplicates),
-      static_cast<ull>(lost), static_cast<ull>(ledger.published[1]),
-      ledger.delayed_confirmed.size(), static_cast<ull>(far), ledger.delayed_received.size(),
-      static_cast<ull>(delayed_duplicates), static_cast<ull>(delayed_lost), static_cast<ull>(early),
+      cycles, kills[kInRecovery], kills[kPublishing], kills[kBacklog], kills[kAfterPublishing],
+      seconds, static_cast<ull>(ledger.published[0]), ledger.confirmed.size(),
+      ledger.received.size(), static_cast<ull>(duplicates), static_cast<ull>(lost),
+      static_cast<ull>(ledger.published[1]), ledger.delayed_confirmed.size(), static_cast<ull>(far),
+      ledger.delayed_received.size(), static_cast<ull>(delayed_duplicates),
+      static_cast<ull>(delayed_lost), static_cast<ull>(early),
       static_cast<long long>(kEarlyToleranceMs), static_cast<long long>(least_margin),
       static_cast<ull>(across_a_kill), still_waiting.size(), static_cast<ull>(far_delivered),
       static_cast<ull>(far_missing), static_cast<ull>(ledger.published[2]),
