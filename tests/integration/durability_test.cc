@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include "support/test_server.h"
@@ -197,6 +198,54 @@ TEST(Durability, APurgeAnsweredStaysPurgedAfterKill9AndKeepsWhatWasInFlight) {
   std::filesystem::remove_all(dir);
 }
 
+// Drops `client`, restarts wharfd (killing it if it still runs) and connects `client` again.
+void RestartAndReconnect(TestServer& server, std::unique_ptr<Client>& client) {
+  client.reset();
+  ASSERT_TRUE(server.Restart());
+  client = server.Connect();
+  ASSERT_NE(client, nullptr);
+}
+
+// Regression (issue 20, found by the crash test with 0-20 ms kills after a restart): a durable
+// queue's DeclareQueueOk, and the answers to exchange declarations and bindings, came before
+// their records were written, so a kill -9 within milliseconds of the answer lost them: the
+// queue was gone after the restart and the confirmed publishes that followed were routed
+// nowhere. Each is now answered once it is synced.
+TEST(Durability, TopologyAnsweredSurvivesKill9RightAfterTheAnswer) {
+  TestServer server;
+  for (int cycle = 0; cycle < 10; ++cycle) {
+    const std::string n = std::to_string(cycle);
+    auto client = server.Connect();
+    ASSERT_NE(client, nullptr);
+    DeclareDurableQueue(*client, "declared-" + n);
+    ExchangeSpec ex;
+    ex.name = "ex-" + n;
+    ex.type = ExchangeType::kDirect;
+    ASSERT_TRUE(client->DeclareExchange(ex).ok());
+    BindingSpec binding;
+    binding.queue = "declared-" + n;
+    binding.exchange = ex.name;
+    binding.routing_key = "k";
+    ASSERT_TRUE(client->Bind(binding).ok());
+    DeclareDurableQueue(*client, "last-" + n);
+    server.Kill();  // at once: every answer above must mean the change is on disk
+    ASSERT_NO_FATAL_FAILURE(RestartAndReconnect(server, client));
+    auto queues = client->ListQueues();
+    ASSERT_TRUE(queues.ok());
+    std::set<std::string> names;
+    for (const auto& q : *queues) names.insert(q.name);
+    for (int i = 0; i <= cycle; ++i) {
+      for (const char* prefix : {"declared-", "last-"}) {
+        EXPECT_TRUE(names.contains(prefix + std::to_string(i)))
+            << "cycle " << cycle << ": " << prefix << i << " lost";
+      }
+    }
+    auto routed = client->Publish("ex-" + n, "k", Persistent("m"));
+    ASSERT_TRUE(routed.ok()) << "cycle " << cycle << ": " << routed.status().ToString();
+    EXPECT_EQ(routed->routed_queues, 1u) << "cycle " << cycle << ": the binding was lost";
+  }
+}
+
 // A queue's deletion is answered once it is synced: kill -9 right after the answer never
 // brings the queue (or its messages) back.
 TEST(Durability, ADeletedQueueStaysDeletedAfterKill9) {
@@ -213,10 +262,7 @@ TEST(Durability, ADeletedQueueStaysDeletedAfterKill9) {
     server.Kill();
     ASSERT_TRUE(deleted.ok()) << deleted.status().ToString();
     EXPECT_EQ(*deleted, 1'000u);
-    client.reset();
-    ASSERT_TRUE(server.Restart());
-    client = server.Connect();
-    ASSERT_NE(client, nullptr);
+    ASSERT_NO_FATAL_FAILURE(RestartAndReconnect(server, client));
     auto queues = client->ListQueues();
     ASSERT_TRUE(queues.ok());
     EXPECT_TRUE(queues->empty()) << "cycle " << cycle << ": " << (*queues)[0].name << " is back";
