@@ -4,7 +4,7 @@
 # with WHARF_CRASH_CYCLES kills of wharfd under publish + consume + delayed + dead-letter load,
 # on a Release build. `make test` runs the same test with its default 20 kills on the ASan build.
 #
-#   bench/crash-cycles.sh [CYCLES]      default 100 (about 45 s on 2 cores, once built)
+#   bench/crash-cycles.sh [CYCLES]      default 100 (about a minute on 2 cores, once built)
 #   WHARF_CRASH_SEED=N bench/crash-cycles.sh   repeats a run's kill points and due times
 #
 # Builds what it needs in build-crash/ (Release, tests on; BUILD=DIR uses another configured
