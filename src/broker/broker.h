@@ -164,6 +164,11 @@ class Broker {
                               std::optional<uint64_t> request_id = std::nullopt);
   Status Bind(uint64_t session_id, const BindingSpec& binding);
   Status Unbind(uint64_t session_id, const BindingSpec& binding);
+  // Calls `answer` with the session's peer once every change made so far is synced (at once
+  // without a store; not at all when the session has gone), then flushes the session: the
+  // answer to a topology change, which must survive a crash once given (docs/storage.md).
+  void AnswerWhenDurable(uint64_t session_id,
+                         std::function<void(SessionPeer&, const Status&)> answer);
   std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
   std::vector<ExchangeInfo> ListExchanges() const;
   // Operators' listings (broker_metrics.cc): bindings from `exchange` and/or to `queue` ("" =

@@ -221,6 +221,17 @@ void Broker::AnswerWhenDurable(std::function<void(const Status&)> answer) {
   after_commit_.push_back(std::move(answer));
 }
 
+void Broker::AnswerWhenDurable(uint64_t session_id,
+                               std::function<void(SessionPeer&, const Status&)> answer) {
+  thread_checker_.Check();
+  AnswerWhenDurable([this, session_id, answer = std::move(answer)](const Status& status) {
+    SessionState* session = FindSession(session_id);
+    if (!session) return;
+    answer(session->peer(), status);
+    MarkDirty(*session);
+  });
+}
+
 uint64_t Broker::PurgeFloor(const Queue& queue) const {
   uint64_t floor = 0;
   if (queue.in_flight > 0) {

@@ -754,6 +754,17 @@ void Session::Reply(uint64_t request_id, wire::Frame frame) {
   outbox_.emplace_back(std::move(frame));
 }
 
+void Session::ReplyWhenDurable(uint64_t request_id, wire::Frame frame) {
+  if (frame.body_case() == wire::Frame::BODY_NOT_SET) frame.mutable_ok();
+  context_->broker->AnswerWhenDurable(
+      id_, [request_id, frame = std::move(frame)](broker::SessionPeer& peer,
+                                                  const Status& status) mutable {
+        auto& session = static_cast<Session&>(peer);
+        if (!status.ok()) return session.ReplyStatus(request_id, status);
+        session.Reply(request_id, std::move(frame));
+      });
+}
+
 void Session::ReplyStatus(uint64_t request_id, const Status& status) {
   if (!status.ok()) {
     spdlog::debug("conn={} user={} request {} failed: {}", id_, LogSafe(user_), request_id,
@@ -899,11 +910,16 @@ void Session::HandleRequest(Request& request) {
       spec.auto_delete = d.auto_delete();
       spec.alternate_exchange = d.alternate_exchange();
       spec.passive = d.passive();
-      return ReplyStatus(rid, broker.DeclareExchange(spec));
+      Status declared = broker.DeclareExchange(spec);
+      if (!declared.ok() || spec.passive || !spec.durable) return ReplyStatus(rid, declared);
+      return ReplyWhenDurable(rid);
     }
-    case wire::Frame::kDeleteExchange:
-      return ReplyStatus(rid, broker.DeleteExchange(frame.delete_exchange().name(),
-                                                    frame.delete_exchange().if_unused()));
+    case wire::Frame::kDeleteExchange: {
+      Status deleted = broker.DeleteExchange(frame.delete_exchange().name(),
+                                             frame.delete_exchange().if_unused());
+      if (!deleted.ok()) return ReplyStatus(rid, deleted);
+      return ReplyWhenDurable(rid);
+    }
     case wire::Frame::kDeclareQueue: {
       const auto& d = frame.declare_queue();
       QueueSpec spec;
@@ -914,6 +930,7 @@ void Session::HandleRequest(Request& request) {
       spec.passive = d.passive();
       Status s = protocol::FromWire(d.arguments(), &spec.arguments);
       if (!s.ok()) return ReplyStatus(rid, s);
+      const bool stored = spec.durable && !spec.exclusive && !spec.passive;
       auto info = broker.DeclareQueue(id_, std::move(spec));
       if (!info.ok()) return ReplyStatus(rid, info.status());
       auto* ok = reply.mutable_declare_queue_ok();
@@ -921,6 +938,7 @@ void Session::HandleRequest(Request& request) {
       ok->set_ready(info->ready);
       ok->set_in_flight(info->in_flight);
       ok->set_consumers(info->consumers);
+      if (stored) return ReplyWhenDurable(rid, std::move(reply));
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kDeleteQueue: {
@@ -948,7 +966,9 @@ void Session::HandleRequest(Request& request) {
           bind ? frame.bind().destination_exchange() : frame.unbind().destination_exchange();
       Status s = protocol::FromWire(args, &spec.arguments);
       if (!s.ok()) return ReplyStatus(rid, s);
-      return ReplyStatus(rid, bind ? broker.Bind(id_, spec) : broker.Unbind(id_, spec));
+      Status changed = bind ? broker.Bind(id_, spec) : broker.Unbind(id_, spec);
+      if (!changed.ok()) return ReplyStatus(rid, changed);
+      return ReplyWhenDurable(rid);
     }
     case wire::Frame::kListQueues: {
       auto* ok = reply.mutable_list_queues_ok();

@@ -174,6 +174,9 @@ class Session final : public broker::SessionPeer, public std::enable_shared_from
   void HandleBackup(uint64_t rid, const std::string& directory);
   void Reply(uint64_t request_id, protocol::wire::Frame frame);
   void ReplyStatus(uint64_t request_id, const Status& status);
+  // Replies with `frame` (an Ok frame when empty) once the topology change it answers is synced,
+  // or with the write's error: a crash after the answer cannot undo the change.
+  void ReplyWhenDurable(uint64_t request_id, protocol::wire::Frame frame = {});
 
   // Set at construction, then immutable.
   const uint64_t id_;

@@ -17,15 +17,10 @@
 namespace wharf {
 namespace {
 
+using testing::NowMs;
 using testing::RunCommand;
 
 using std::chrono::milliseconds;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Message Persistent(const std::string& body) {
   Message m;

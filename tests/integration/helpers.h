@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,13 @@
 #include "support/test_server.h"
 
 namespace wharf::testing {
+
+// The wall clock in Unix milliseconds, as the broker stamps and compares due times.
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Runs wharfctl against `server` with `args`; returns stdout and stderr together.
 inline std::string Ctl(const TestServer& server, const std::string& args, int* code) {
