@@ -16,7 +16,7 @@
 //   - an answered purge is not undone, and an unanswered one is all or nothing.
 //
 // WHARF_POWER_CYCLES sets the number of cycles (make test: 6; the 100-cycle run is
-// scripts/power-loss.sh, figures in docs/testing.md), WHARF_POWER_SEED the seed.
+// bench/power-loss.sh, figures in docs/testing.md), WHARF_POWER_SEED the seed.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 # call of a random phase, CYCLES times (default 100), every promise checked after each boot.
 # `make test` runs the same test with 6 cycles under ASan.
 #
-#   make build-default && scripts/power-loss.sh [CYCLES] [SEED]
+#   make build-default && bench/power-loss.sh [CYCLES] [SEED]
 #
 # In-process and on a temporary directory: no daemon, no port, no fsync (durability is what
 # the simulated file system says), about 0.6 s per cycle on the 2-core machine.
