@@ -541,7 +541,13 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   written_since_watch_ += bytes;
   written_since_flush_ = true;
   wb->Clear();
-  if (!s.ok()) return FromRocksDb(s, "message store write failed");
+  if (!s.ok()) {
+    // RocksDB stops writing when a compaction reads a damaged block (it names the file).
+    return FromRocksDb(s, s.IsCorruption() ? "message store write failed, the store is damaged "
+                                             "(stop wharfd and run wharfd --repair; "
+                                             "docs/operations.md)"
+                                           : "message store write failed");
+  }
   // Purges and deletions applied so far are on disk now: a later failure of the group must
   // not drop them.
   group_purges_.clear();
