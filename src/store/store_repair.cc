@@ -16,6 +16,7 @@
 
 #include "store/keys.h"
 #include "store/records.h"
+#include "store/store_check.h"
 
 namespace wharf::store {
 namespace {

@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "store/store_check.h"
 #include "wharf/result.h"
 
 namespace wharf::store {
