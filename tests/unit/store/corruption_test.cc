@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "store/keys.h"
@@ -147,13 +148,15 @@ class CorruptionTest : public ::testing::Test {
     uint64_t from = 0;
     while (true) {
       bool done = false;
-      Result<std::vector<LoadedMessage>> result = Status::Ok();
+      std::optional<Result<std::vector<LoadedMessage>>> loaded;
       store->Load(queue_id, from, UINT64_MAX, 1000, UINT64_MAX,
                   [&](Result<std::vector<LoadedMessage>> r) {
-                    result = std::move(r);
+                    loaded.emplace(std::move(r));
                     done = true;
                   });
       EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+      if (!loaded) return out;
+      Result<std::vector<LoadedMessage>>& result = *loaded;
       if (!result.ok()) {
         if (error) *error = result.status();
         return out;
