@@ -5,13 +5,17 @@
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/sst_file_reader.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/write_batch.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <set>
 #include <unordered_map>
 
 #include "store/keys.h"
@@ -78,6 +82,57 @@ Status LinkCopy(const fs::path& from, const fs::path& to) {
   }
   if (ec) return Status(StatusCode::kIoError, "cannot read " + from.string() + ": " + ec.message());
   return Status::Ok();
+}
+
+// RepairDB learns the column families from the tables' properties, and drops the log
+// records of a family that has none (a family written only since the last flush: recent
+// delayed messages, say). So each of Wharf's families without a table gets an empty one
+// first: a table holding only a range removal past every key Wharf writes (sixteen 0xff
+// bytes then 0xfe, up to seventeen 0xff), written with the family's id as a scratch database
+// made in the store's order gives it (default 0, messages 1, entries 2, delayed 3).
+Status AddPlaceholderTables(const fs::path& work) {
+  std::set<std::string> present;
+  uint64_t highest = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(work, ec)) {
+    if (entry.path().extension() != ".sst") continue;
+    highest = std::max<uint64_t>(highest, std::strtoull(entry.path().stem().c_str(), nullptr, 10));
+    rocksdb::SstFileReader reader{rocksdb::Options()};
+    if (!reader.Open(entry.path().string()).ok()) continue;
+    if (auto props = reader.GetTableProperties()) present.insert(props->column_family_name);
+  }
+  const fs::path scratch = work / "placeholder-families";
+  rocksdb::DBOptions options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
+                           kColumnEntries, kColumnDelayed}) {
+    families.push_back({name, rocksdb::ColumnFamilyOptions()});
+  }
+  Status result;
+  {
+    OpenedDb db;
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(options, scratch.string(), families, &db.handles, &raw);
+    if (!s.ok()) return Fail("cannot make the placeholder tables", s);
+    db.db.reset(raw);
+    const std::string begin = std::string(16, '\xff') + '\xfe';
+    const std::string end(17, '\xff');
+    for (size_t i = 0; i < families.size() && result.ok(); ++i) {
+      if (present.contains(families[i].name)) continue;
+      char name[32];
+      std::snprintf(name, sizeof name, "%06llu.sst",
+                    static_cast<unsigned long long>(highest + 1 + i));
+      rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), rocksdb::Options(), db.handles[i]);
+      s = writer.Open((work / name).string());
+      if (s.ok()) s = writer.DeleteRange(begin, end);
+      if (s.ok()) s = writer.Finish();
+      if (!s.ok()) result = Fail("cannot write a placeholder table", s);
+    }
+  }
+  fs::remove_all(scratch, ec);
+  return result;
 }
 
 // Counts what is copied into the new store, for the report.
@@ -314,6 +369,7 @@ Result<RepairReport> RepairStore(const std::string& path) {
       report.lost.push_back("the store would not open (" + std::string(opened.message()) +
                             "): its MANIFEST was rebuilt from the files by RocksDB's RepairDB");
       result = LinkCopy(path, work_path);
+      if (result.ok()) result = AddPlaceholderTables(work_path);
       if (result.ok()) {
         rocksdb::DBOptions options;
         options.info_log = logger;

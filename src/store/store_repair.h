@@ -8,8 +8,9 @@
 //   2. The source is opened read-only with the logs replayed skipping damaged records. If it
 //      cannot be opened at all (CURRENT or MANIFEST damaged, a table truncated), a working copy
 //      is made beside it (tables hard-linked, the rest copied) and RocksDB's RepairDB rebuilds
-//      its MANIFEST from the files; tables it cannot read whole go to lost/ and their readable
-//      keys are salvaged one by one.
+//      its MANIFEST from the files (each of Wharf's column families without a table gets an
+//      empty one first, or RepairDB would drop its log records); tables it cannot read whole
+//      go to lost/ and their readable keys are salvaged one by one.
 //   3. Every column family is read in key order with WalkReadable (store/store_check.h): a
 //      damaged block loses its own keys, nothing after it, and never yields a wrong one.
 //      What reads is written to a new store in `<store>.repair-<UTC time>`.

@@ -374,6 +374,31 @@ TEST_F(CorruptionTest, ADamagedManifestIsRefusedAndRebuiltWithEveryMessage) {
   EXPECT_EQ(counts[kQueueA] + counts[kQueueB], 3000u);
 }
 
+TEST_F(CorruptionTest, ARebuiltManifestKeepsLogRecordsOfFamiliesWithoutTables) {
+  // RocksDB's RepairDB learns the column families from the tables: log records of a family
+  // with no table yet (here delayed messages, only in the log) were dropped.
+  Publish(1, 500);
+  FlushToTables();
+  {
+    auto store = TryOpen();
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->Recover().ok());
+    StoreBatch batch;
+    for (uint64_t id = 5001; id <= 5100; ++id) {
+      batch.Add(StoreBatch::PutDelayed{EntryRef{kQueueA, 0, id, 0, kEntryInline, MakeEnvelope(id)},
+                                       static_cast<int64_t>(4'000'000'000'000 + id)});
+    }
+    ASSERT_TRUE(CommitSync(store->get(), std::move(batch)).ok());
+    (*store)->Close();
+  }
+  fs::remove(fs::path(StorePath()) / "CURRENT");
+  auto report = RepairStore(StorePath());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->delayed["a"], 100u) << FormatRepairReport(*report);
+  auto counts = CheckRepaired(*report);
+  EXPECT_EQ(counts[kQueueA] + counts[kQueueB], 1000u);
+}
+
 TEST_F(CorruptionTest, AMissingCurrentIsRefusedNotMadeIntoANewEmptyStore) {
   // Before issue 20 the store opened with create_if_missing: RocksDB would have made a new
   // empty database over the files and deleted them as obsolete.
