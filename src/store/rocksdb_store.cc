@@ -145,6 +145,13 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& opt
 Status RocksDbStore::Damaged(const Status& error) const {
   // A full disk is not damage; neither is what no file explains (a permission): said as it is.
   if (error.code() == StatusCode::kStoreFull) return error;
+  // Diagnose reads every table: not for a store merely locked by another wharfd.
+  bool may_be_damage = false;
+  for (std::string_view sign :
+       {"Corruption", "CURRENT", "MANIFEST", ".sst", ".log", "No such file"}) {
+    may_be_damage |= error.message().find(sign) != std::string_view::npos;
+  }
+  if (!may_be_damage) return error;
   std::vector<Damage> damage = Diagnose(options_.path);
   if (damage.empty()) return error;
   return Status(StatusCode::kStoreUnavailable,

@@ -456,6 +456,11 @@ TEST_F(CorruptionTest, RepairIsRefusedWhileTheStoreIsOpen) {
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.status().message().find("is a wharfd running"), std::string::npos);
   EXPECT_TRUE(fs::exists(fs::path(StorePath()) / "CURRENT"));
+  // A second open of a sound store held by the first is refused as locked, not as damaged.
+  auto second = TryOpen();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().message().find("damaged"), std::string::npos)
+      << second.status().ToString();
 }
 
 }  // namespace
