@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "store/keys.h"
+#include "store/records.h"
 
 namespace wharf::store {
 namespace {
@@ -127,6 +128,22 @@ std::string ModifiedAt(const fs::path& file) {
   gmtime_r(&st.st_mtime, &tm);
   std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return text;
+}
+
+// The queues' names by id, from the topology (what of it reads).
+std::unordered_map<uint64_t, std::string> QueueNames(const OpenedDb& db) {
+  std::unordered_map<uint64_t, std::string> names;
+  auto meta = db.by_name.find(rocksdb::kDefaultColumnFamilyName);
+  if (meta == db.by_name.end()) return names;
+  std::unique_ptr<rocksdb::Iterator> it(db.db->NewIterator(rocksdb::ReadOptions(), meta->second));
+  const std::string prefix(1, kQueuePrefix);
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    pb::QueueRecord record;
+    if (record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      names[record.queue_id()] = record.name();
+    }
+  }
+  return names;
 }
 
 // What a table holds, for a report: its column family and its damaged spans.
@@ -295,6 +312,7 @@ bool HasDatabaseFiles(const std::string& path) {
 
 std::vector<Damage> Diagnose(const std::string& path, std::string_view open_error) {
   std::vector<Damage> found;
+  std::unordered_map<uint64_t, std::string> names;  // queue id -> name, when readable
   const fs::path dir(path);
   std::error_code ec;
   bool manifest_known = false;
@@ -345,6 +363,7 @@ std::vector<Damage> Diagnose(const std::string& path, std::string_view open_erro
     {
       OpenedDb db;
       s = OpenReadOnly(path, options, &db);
+      if (s.ok()) names = QueueNames(db);
     }
     bool explained = false;
     for (const std::string& line : logger->lines()) {
@@ -376,6 +395,17 @@ std::vector<Damage> Diagnose(const std::string& path, std::string_view open_erro
   }
   if (found.empty() && !open_error.empty()) {
     found.push_back({"(the store)", std::string(open_error), "unknown"});
+  }
+  // "queue id 3 seq 9" -> "queue 'orders' (id 3) seq 9", where the topology could be read.
+  for (Damage& damage : found) {
+    for (const auto& [id, name] : names) {
+      const std::string from = "queue id " + std::to_string(id) + " ";
+      const std::string to = "queue '" + Printable(name) + "' (id " + std::to_string(id) + ") ";
+      for (size_t at = damage.affected.find(from); at != std::string::npos;
+           at = damage.affected.find(from, at + to.size())) {
+        damage.affected.replace(at, from.size(), to);
+      }
+    }
   }
   return found;
 }

@@ -279,7 +279,7 @@ TEST_F(CorruptionTest, AFlippedByteInATableFailsItsLoadsOnlyAndIsRefusedWhenVeri
   EXPECT_NE(refused.status().message().find(tables[0].filename().string() + ": "),
             std::string::npos)
       << refused.status().ToString();
-  EXPECT_NE(refused.status().message().find("queue id 1 seq"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("queue 'a' (id 1) seq"), std::string::npos)
       << refused.status().ToString();
 
   auto report = RepairStore(StorePath());
