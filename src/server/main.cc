@@ -18,6 +18,7 @@
 #include "server/log_format.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "store/store_repair.h"
 #include "wharf/version.h"
 
 namespace {
@@ -25,6 +26,9 @@ namespace {
 constexpr const char* kFooter = R"(
 Flags override the config file; --opt VALUE and --opt=VALUE both work. Exit codes: 0 clean
 stop, 1 start-up failure, 2 bad usage (an unknown option, a missing or bad value).
+--repair salvages every readable message of a damaged store (docs/operations.md, "A corrupt
+store"): the damaged store is kept aside as <data_dir>/store.corrupt-<time>; exit code 0 once
+the repaired store is in place, 1 when it could not be repaired (nothing changed).
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
 file's users. Under systemd (Type=notify), READY=1 is sent once the store is recovered and
 the listeners accept, STOPPING=1 when a stop begins.)";
@@ -86,6 +90,7 @@ int Run(int argc, char** argv) {
   ServerOptions options;
   std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
       log_format;
+  bool repair = false;
   CLI::App app("wharfd: the Wharf message broker daemon", "wharfd");
   app.set_version_flag("--version", "wharfd " WHARF_VERSION, "Print the version and exit");
   app.set_help_flag("-h,--help", "Print this help and exit");
@@ -120,6 +125,9 @@ int Run(int argc, char** argv) {
                  "Write \"host:port\" to FILE once listening (and \"metrics host:port\" on a "
                  "second line when metrics are on)")
       ->type_name("FILE");
+  app.add_flag("--repair", repair,
+               "Repair a damaged message store (the --config and --data-dir of a normal start), "
+               "print what was salvaged and exit; wharfd must not be running");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForVersion& e) {
@@ -186,9 +194,30 @@ int Run(int argc, char** argv) {
   std::filesystem::create_directories(options.data_dir, ec);
   if (ec) return Fail("cannot create data_dir '" + options.data_dir + "': " + ec.message(), 1);
 
+  // The repair command for this configuration, as the error of a damaged store gives it.
+  std::string repair_command = "wharfd --repair";
+  if (!config_path.empty()) repair_command += " --config " + config_path;
+  if (!data_dir.empty()) repair_command += " --data-dir " + data_dir;
+  if (repair) {
+    const std::string store = options.data_dir + "/store";
+    spdlog::info("repairing the message store at {}", store);
+    auto report = wharf::store::RepairStore(store);
+    if (!report.ok()) return Fail("repair failed: " + report.status().ToString(), 1);
+    std::fputs(wharf::store::FormatRepairReport(*report).c_str(), stdout);
+    spdlog::info("repair finished; start wharfd as usual");
+    return 0;
+  }
+
   sd_notify(0, "STATUS=recovering the message store");
   auto server = wharf::server::Server::Start(options);
-  if (!server.ok()) return Fail(server.status().ToString(), 1);
+  if (!server.ok()) {
+    std::string message = server.status().ToString();
+    const std::string generic = "wharfd --repair (with the --config and --data-dir of this start;";
+    if (auto at = message.find(generic); at != std::string::npos) {
+      message.replace(at, generic.size(), repair_command + " (");
+    }
+    return Fail(message, 1);
+  }
 
   if (!options.ready_file.empty()) {
     std::string tmp = options.ready_file + ".tmp";

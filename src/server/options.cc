@@ -124,10 +124,10 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("store")) {
     const toml::value& store = root.at("store");
-    WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "store", store,
-                  {"memtable_bytes", "block_cache_bytes", "min_blob_bytes", "page_max_messages",
-                   "page_max_bytes", "disk_reserve_bytes", "ballast_bytes"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(
+        path, "store", store,
+        {"memtable_bytes", "block_cache_bytes", "min_blob_bytes", "page_max_messages",
+         "page_max_bytes", "disk_reserve_bytes", "ballast_bytes", "verify_checksums_at_start"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "memtable_bytes", 8u << 20, 64ull << 30,
                                             &options->store_memtable_bytes));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "block_cache_bytes", 1u << 20, 64ull << 30,
@@ -142,6 +142,8 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &options->store_disk_reserve_bytes));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, store, "ballast_bytes", 0, 1ull << 50,
                                             &options->store_ballast_bytes));
+    WHARF_RETURN_IF_ERROR(
+        ReadBool(path, store, "verify_checksums_at_start", &options->store_verify_checksums));
   }
   if (root.contains("scheduler")) {
     const toml::value& scheduler = root.at("scheduler");

@@ -70,6 +70,9 @@ struct ServerOptions {
   // file <data_dir>/ballast of ballast_bytes (0 = none) is deleted when the disk fills anyway.
   uint64_t store_disk_reserve_bytes = 64u << 20;
   uint64_t store_ballast_bytes = 64u << 20;
+  // Verify every table's block checksums at start (docs/storage.md, "Corruption"): a damaged
+  // table refuses the start; costs a read of the whole store.
+  bool store_verify_checksums = false;
   // [scheduler]: delayed messages (docs/scheduler.md).
   uint32_t release_per_second = 100'000;  // most delayed messages that fall due per second
   uint32_t redrive_rate = 1'000;          // messages per second of a redrive that names no rate

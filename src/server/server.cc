@@ -45,6 +45,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   store_options.ballast_path = options.data_dir + "/ballast";
   store_options.ballast_bytes = options.store_ballast_bytes;
   store_options.disk_low_bytes = options.disk_free_low_bytes;
+  store_options.verify_checksums_at_start = options.store_verify_checksums;
   // Store completions run on the broker thread, followed by the usual flush.
   auto post = [raw](std::function<void()> fn) {
     asio::post(*raw->broker_context_, [raw, fn = std::move(fn)] {

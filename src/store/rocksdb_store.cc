@@ -23,6 +23,7 @@
 #include "store/records.h"
 #include "store/rocksdb_logger.h"
 #include "store/rocksdb_status.h"
+#include "store/store_check.h"
 
 namespace wharf::store {
 namespace {
@@ -113,7 +114,18 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& opt
   if (opened.code() == StatusCode::kStoreFull && store->disk_.ReleaseBallast()) {
     opened = store->OpenDb();
   }
-  WHARF_RETURN_IF_ERROR(opened);
+  if (!opened.ok()) return store->Damaged(opened);
+  if (options.verify_checksums_at_start) {
+    const auto started = std::chrono::steady_clock::now();
+    rocksdb::Status verified = store->db_->VerifyChecksum();
+    if (!verified.ok()) {
+      return store->Damaged(FromRocksDb(verified, "verifying the message store's checksums"));
+    }
+    spdlog::info("store: every table's checksums verified in {} ms",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count());
+  }
   RocksDbStore* raw = store.get();
   store->writer_ = std::thread([raw] {
     pthread_setname_np(pthread_self(), "wharf-writer");
@@ -130,6 +142,26 @@ Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const StoreOptions& opt
   return store;
 }
 
+Status RocksDbStore::Damaged(const Status& error) const {
+  // A full disk is not damage; neither is what no file explains (a permission): said as it is.
+  if (error.code() == StatusCode::kStoreFull) return error;
+  // Diagnose reads every table: not for a store merely locked by another wharfd.
+  bool may_be_damage = false;
+  for (std::string_view sign :
+       {"Corruption", "CURRENT", "MANIFEST", ".sst", ".log", "No such file"}) {
+    may_be_damage |= error.message().find(sign) != std::string_view::npos;
+  }
+  if (!may_be_damage) return error;
+  std::vector<Damage> damage = Diagnose(options_.path);
+  if (damage.empty()) return error;
+  return Status(StatusCode::kStoreUnavailable,
+                "the message store at " + options_.path + " is damaged: " + DescribeDamage(damage) +
+                    " [" + std::string(error.message()) +
+                    "]. wharfd will not start on it. Salvage every readable message with: "
+                    "wharfd --repair (with the --config and --data-dir of this start; the "
+                    "damaged store is kept aside; docs/operations.md, \"A corrupt store\")");
+}
+
 Status RocksDbStore::OpenDb() {
   auto cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
   rocksdb::BlockBasedTableOptions table;
@@ -139,7 +171,20 @@ Status RocksDbStore::OpenDb() {
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
 
   rocksdb::Options db_options;
+  // A directory with files of a store but no CURRENT is damage, not a new store: RocksDB would
+  // make an empty one and delete the files it does not know (docs/storage.md, "Corruption").
   db_options.create_if_missing = true;
+  if (!std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT") &&
+      HasDatabaseFiles(options_.path)) {
+    return Status(
+        StatusCode::kStoreUnavailable,
+        "cannot open the message store at " + options_.path + ": its CURRENT file is missing");
+  }
+  // Replaying the log, a torn last record (a crash or power cut mid-write) is dropped; damage
+  // anywhere else refuses the start, where the default (point in time) silently dropped
+  // everything after it. Checksums are verified on every read (the default).
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_options.paranoid_checks = true;
   db_options.create_missing_column_families = true;
   db_options.max_background_jobs = 2;
   db_options.bytes_per_sync = 1u << 20;
@@ -512,7 +557,13 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   written_since_watch_ += bytes;
   written_since_flush_ = true;
   wb->Clear();
-  if (!s.ok()) return FromRocksDb(s, "message store write failed");
+  if (!s.ok()) {
+    // RocksDB stops writing when a compaction reads a damaged block (it names the file).
+    return FromRocksDb(s, s.IsCorruption() ? "message store write failed, the store is damaged "
+                                             "(stop wharfd and run wharfd --repair; "
+                                             "docs/operations.md)"
+                                           : "message store write failed");
+  }
   // Purges and deletions applied so far are on disk now: a later failure of the group must
   // not drop them.
   group_purges_.clear();

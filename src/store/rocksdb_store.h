@@ -74,6 +74,10 @@ struct StoreOptions {
   std::string ballast_path;
   uint64_t ballast_bytes = 0;
   uint64_t disk_low_bytes = 0;
+  // Read every table of the store at start and verify each block's checksum (DB::VerifyChecksum;
+  // docs/storage.md, "Corruption"): a damaged table then refuses the start instead of failing
+  // the loads that reach it. Costs a read of the whole store at each start.
+  bool verify_checksums_at_start = false;
   // Tests only: the free disk space to assume, read at each check (nullopt: the real one).
   std::function<std::optional<uint64_t>()> free_bytes_for_tests;
   // Tests only: makes disk writes fail on demand (store/write_faults.h).
@@ -167,6 +171,9 @@ class RocksDbStore final : public MessageStore {
 
   RocksDbStore(const StoreOptions& options, PostFn post);
   Status OpenDb();
+  // Why the store at options_.path would not open or verify (`error`), with the damaged files
+  // named (store/store_check.h) and the repair command.
+  Status Damaged(const Status& error) const;
   void WriterLoop();
   void ReaderLoop();
 

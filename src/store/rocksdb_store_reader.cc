@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/log_safe.h"
 #include "store/keys.h"
 #include "store/records.h"
 #include "store/rocksdb_status.h"
@@ -122,11 +123,17 @@ bool RocksDbStore::CountSlice(CountJob* job) {
       ++job->counted;
     }
     if (!finished) return true;
+    // A count cut short by a read error (a damaged block) is not the queue's count: the queue
+    // keeps its estimate rather than a figure that is silently too low.
+    uint64_t counted = job->counted;
     if (!it->status().ok()) {
-      spdlog::error("store: counting queue id {} failed: {}", range.queue_id,
-                    it->status().ToString());
+      spdlog::error(
+          "store: counting queue id {} failed (its depth stays an estimate; if the store is "
+          "damaged, stop wharfd and run wharfd --repair): {}",
+          range.queue_id, LogSafe(it->status().ToString(), kLogSafeStatusBytes));
+      counted = kCountUnknown;
     }
-    post_([done = job->done, id = range.queue_id, kind = range.kind, n = job->counted] {
+    post_([done = job->done, id = range.queue_id, kind = range.kind, n = counted] {
       done(id, kind, n);
     });
     job->counted = 0;
