@@ -195,9 +195,19 @@ int Run(int argc, char** argv) {
   if (ec) return Fail("cannot create data_dir '" + options.data_dir + "': " + ec.message(), 1);
 
   // The repair command for this configuration, as the error of a damaged store gives it.
+  // Quoted for a POSIX shell where needed, so that it can be pasted as it is.
+  auto quoted = [](const std::string& word) {
+    if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+                                                "WXYZ0123456789/._-+=:,@%") == std::string::npos) {
+      return word;
+    }
+    std::string out = "'";
+    for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+  };
   std::string repair_command = "wharfd --repair";
-  if (!config_path.empty()) repair_command += " --config " + config_path;
-  if (!data_dir.empty()) repair_command += " --data-dir " + data_dir;
+  if (!config_path.empty()) repair_command += " --config " + quoted(config_path);
+  if (!data_dir.empty()) repair_command += " --data-dir " + quoted(data_dir);
   if (repair) {
     const std::string store = options.data_dir + "/store";
     spdlog::info("repairing the message store at {}", store);
@@ -214,7 +224,7 @@ int Run(int argc, char** argv) {
     std::string message = server.status().ToString();
     const std::string generic = "wharfd --repair (with the --config and --data-dir of this start;";
     if (auto at = message.find(generic); at != std::string::npos) {
-      message.replace(at, generic.size(), repair_command + " (");
+      message.replace(at, generic.size() + 1, repair_command + " (");  // and its space
     }
     return Fail(message, 1);
   }

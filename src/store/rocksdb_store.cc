@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <type_traits>
 #include <unordered_set>
 
 #include "store/keys.h"
@@ -24,6 +25,7 @@
 #include "store/rocksdb_logger.h"
 #include "store/rocksdb_status.h"
 #include "store/store_check.h"
+#include "store/store_repair.h"
 
 namespace wharf::store {
 namespace {
@@ -174,6 +176,9 @@ Status RocksDbStore::OpenDb() {
   // A directory with files of a store but no CURRENT is damage, not a new store: RocksDB would
   // make an empty one and delete the files it does not know (docs/storage.md, "Corruption").
   db_options.create_if_missing = true;
+  if (auto interrupted = InterruptedRepair(options_.path)) {
+    return Status(StatusCode::kStoreUnavailable, *interrupted);
+  }
   if (!std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT") &&
       HasDatabaseFiles(options_.path)) {
     return Status(
@@ -305,6 +310,26 @@ void RocksDbStore::CountRecoveredQueues(CountCallback done) {
 
 // --- Writer --------------------------------------------------------------------------------------
 
+void RocksDbStore::KeepUnwrittenTopology(const std::deque<Request>& group) {
+  for (const Request& request : group) {
+    const auto* commit = std::get_if<CommitRequest>(&request);
+    if (!commit) continue;
+    for (const StoreBatch::Op& op : commit->batch.ops()) {
+      std::visit(
+          [this](const auto& o) {
+            using T = std::decay_t<decltype(o)>;
+            if constexpr (std::is_same_v<T, StoreBatch::PutExchange> ||
+                          std::is_same_v<T, StoreBatch::PutQueue> ||
+                          std::is_same_v<T, StoreBatch::PutBinding> ||
+                          std::is_same_v<T, StoreBatch::PutUser>) {
+              unwritten_topology_.Add(o);
+            }
+          },
+          op);
+    }
+  }
+}
+
 void RocksDbStore::Commit(StoreBatch batch, bool sync, CommitCallback done) {
   {
     std::lock_guard lock(mu_);
@@ -393,6 +418,9 @@ void RocksDbStore::WriterLoop() {
     group_max_id_ = 0;
     PlanGroup(group);
     Status status = error_;
+    // Topology that failed to reach the disk goes first, so it is written with (or before)
+    // anything confirmed into it; later ops of this group (a deletion) override it.
+    if (status.ok() && !unwritten_topology_.empty()) status = Apply(unwritten_topology_, &wb);
     for (Request& request : group) {
       if (auto* commit = std::get_if<CommitRequest>(&request)) {
         ++commits;
@@ -423,6 +451,11 @@ void RocksDbStore::WriterLoop() {
       }
     }
     group_purges_.clear();
+    if (status.ok()) {
+      unwritten_topology_ = StoreBatch();
+    } else {
+      KeepUnwrittenTopology(group);
+    }
     if (!status.ok() && error_.ok()) {
       error_ = status;
       spdlog::error(

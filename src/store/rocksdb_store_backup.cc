@@ -173,8 +173,12 @@ void RocksDbStore::Backup(std::string directory, BackupCallback done) {
   } else {
     target = target.lexically_normal();
     if (!target.has_filename()) target = target.parent_path();  // "/a/b/" is "/a/b"
-    const fs::path store = fs::path(options_.path).lexically_normal();
-    const fs::path inside = target.lexically_relative(store);
+    // Both made absolute and free of symlinks where they exist: data_dir may be relative
+    // ("./data", the default), and a symlinked parent must not hide that the target is inside.
+    std::error_code ec;
+    const fs::path store = fs::weakly_canonical(fs::absolute(options_.path), ec);
+    const fs::path resolved = fs::weakly_canonical(target, ec);
+    const fs::path inside = resolved.lexically_relative(store);
     if (target == target.root_path()) {
       refused = Status(StatusCode::kPreconditionFailed,
                        "backup directory '/' exists and is not empty: give a new directory");

@@ -8,6 +8,7 @@
 #include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/write_batch.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -249,7 +250,7 @@ Status SalvageTable(const fs::path& table, OpenedDb* target, Tally* tally, Repai
 }
 
 Status BuildNewStore(const std::string& new_path, OpenedDb* source, const fs::path& lost_dir,
-                     RepairReport* report, Tally* tally) {
+                     bool log_damaged, RepairReport* report, Tally* tally) {
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -307,6 +308,28 @@ Status BuildNewStore(const std::string& new_path, OpenedDb* source, const fs::pa
   // New message ids must start above every id still stored, whatever "M" said.
   rocksdb::WriteBatch fix;
   auto* meta = target.by_name[rocksdb::kDefaultColumnFamilyName];
+  // Messages of a queue id with no queue record: in a sound store, a deleted queue's entries
+  // still being removed (a start removes them). If anything was lost, the record may have
+  // been: the queue comes back as wharf.recovered.<id> rather than have its messages removed
+  // at the first start as a deleted queue's (at-least-once: a deleted queue may come back).
+  const bool damaged = log_damaged || report->rebuilt_manifest || !report->lost.empty() ||
+                       !report->files_set_aside.empty();
+  std::set<uint64_t> orphans;
+  for (const auto* counts : {&tally->entries, &tally->delayed}) {
+    for (const auto& [queue_id, count] : *counts) {
+      if (!tally->names.count(queue_id)) orphans.insert(queue_id);
+    }
+  }
+  for (uint64_t queue_id : damaged ? orphans : std::set<uint64_t>{}) {
+    QueueSpec spec;
+    spec.name = "wharf.recovered." + std::to_string(queue_id);
+    spec.durable = true;
+    const std::string record = ToRecord(spec, queue_id).SerializeAsString();
+    const std::string key = std::string(1, kQueuePrefix) + spec.name;
+    fix.Put(meta, key, record);
+    tally->names[queue_id] = spec.name;
+    report->recovered_queues.push_back(spec.name);
+  }
   std::string id;
   AppendLittleEndian64(&id, tally->max_message_id);
   fix.Put(meta, rocksdb::Slice(kMaxMessageIdKey.data(), kMaxMessageIdKey.size()), id);
@@ -331,8 +354,28 @@ Status BuildNewStore(const std::string& new_path, OpenedDb* source, const fs::pa
 
 }  // namespace
 
+std::optional<std::string> InterruptedRepair(const std::string& path) {
+  std::error_code ec;
+  if (fs::exists(fs::path(path) / "CURRENT", ec)) return std::nullopt;
+  const fs::path store = fs::path(path).lexically_normal();
+  const std::string prefix = store.filename().string() + ".repair-";
+  for (const auto& entry : fs::directory_iterator(store.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || !fs::exists(entry.path() / "CURRENT", ec)) continue;
+    return "a repair of the message store at " + path +
+           " was interrupted before it finished: " + "the repaired store is " +
+           entry.path().string() + " (move it to " + path + "; the damaged one is beside it as " +
+           store.filename().string() +
+           ".corrupt-*); wharfd will not start a new, empty store in its place";
+  }
+  return std::nullopt;
+}
+
 Result<RepairReport> RepairStore(const std::string& path) {
   std::error_code ec;
+  if (auto interrupted = InterruptedRepair(path)) {
+    return Status(StatusCode::kFailedPrecondition, *interrupted);
+  }
   if (!fs::is_directory(path, ec)) {
     return Status(StatusCode::kInvalidConfig, "no message store at " + path);
   }
@@ -385,19 +428,26 @@ Result<RepairReport> RepairStore(const std::string& path) {
       lost_dir = fs::path(work_path) / "lost";
     }
     Tally tally;
-    if (result.ok()) result = BuildNewStore(new_path, &source, lost_dir, &report, &tally);
+    const bool log_damaged = !DroppedLogRecords(logger->lines()).empty();
+    if (result.ok()) {
+      result = BuildNewStore(new_path, &source, lost_dir, log_damaged, &report, &tally);
+    }
     if (result.ok()) {
       for (const auto& [queue_id, count] : tally.entries) {
         auto name = tally.names.find(queue_id);
-        report.messages[name == tally.names.end()
-                            ? "(deleted queue id " + std::to_string(queue_id) + ")"
-                            : name->second] += count;
+        if (name == tally.names.end()) {
+          report.deleted_leftovers += count;  // a deleted queue's, removed at the next start
+          continue;
+        }
+        report.messages[name->second] += count;
       }
       for (const auto& [queue_id, count] : tally.delayed) {
         auto name = tally.names.find(queue_id);
-        report.delayed[name == tally.names.end()
-                           ? "(deleted queue id " + std::to_string(queue_id) + ")"
-                           : name->second] += count;
+        if (name == tally.names.end()) {
+          report.deleted_leftovers += count;
+          continue;
+        }
+        report.delayed[name->second] += count;
       }
       for (const std::string& line : DroppedLogRecords(logger->lines())) {
         report.lost.push_back("write-ahead log record skipped: " + line);
@@ -409,20 +459,34 @@ Result<RepairReport> RepairStore(const std::string& path) {
     cleanup();
     return result;
   }
-  // Swap: the damaged store aside, the new one in its place. Each rename is atomic; between
-  // the two, the store path is missing, and a start then finds nothing to open rather than a
-  // half-built store (the repair is run again, on the .corrupt directory's copy if need be).
-  fs::rename(path, report.set_aside, ec);
-  if (ec) {
-    cleanup();
-    return Status(StatusCode::kIoError, "cannot move the damaged store aside to " +
-                                            report.set_aside + ": " + ec.message());
-  }
-  fs::rename(new_path, path, ec);
-  if (ec) {
-    return Status(StatusCode::kIoError, "the damaged store is at " + report.set_aside +
-                                            " but the repaired one could not be moved from " +
-                                            new_path + " to " + path + ": " + ec.message());
+  // Swap: the new store in place and the damaged one out, in one atomic exchange of the two
+  // names (renameat2 RENAME_EXCHANGE), so there is no moment without a store at `path`; then
+  // the damaged one, now under the new store's temporary name, moves to its .corrupt name.
+  // Where the file system cannot exchange, two renames; a start between them is refused by
+  // InterruptedRepair (below), which names both directories.
+  if (::renameat2(AT_FDCWD, new_path.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::rename(new_path, report.set_aside, ec);
+    if (ec) {
+      return Status(StatusCode::kIoError, "the repaired store is in place at " + path +
+                                              " but the damaged one could not be moved from " +
+                                              new_path + " to " + report.set_aside + ": " +
+                                              ec.message());
+    }
+  } else {
+    fs::rename(path, report.set_aside, ec);
+    if (ec) {
+      cleanup();
+      return Status(StatusCode::kIoError, "cannot move the damaged store aside to " +
+                                              report.set_aside + ": " + ec.message() +
+                                              " (nothing was changed)");
+    }
+    fs::rename(new_path, path, ec);
+    if (ec) {
+      return Status(StatusCode::kIoError, "the damaged store is at " + report.set_aside +
+                                              " but the repaired one could not be moved from " +
+                                              new_path + " to " + path + ": " + ec.message() +
+                                              "; move it there by hand");
+    }
   }
   SyncDirectory(fs::path(path).parent_path());
   {
@@ -445,6 +509,15 @@ std::string FormatRepairReport(const RepairReport& report) {
   }
   for (const auto& [queue, count] : report.delayed) {
     out += "  queue " + queue + ": " + std::to_string(count) + " delayed messages\n";
+  }
+  for (const std::string& queue : report.recovered_queues) {
+    out += "queue " + queue +
+           " was made for messages whose queue record could not be read: "
+           "consume them, or move them where they belong, then delete it\n";
+  }
+  if (report.deleted_leftovers > 0) {
+    out += "not counted: " + std::to_string(report.deleted_leftovers) +
+           " entries of deleted queues, removed at the next start as always\n";
   }
   if (report.lost.empty() && report.files_set_aside.empty()) {
     out += "nothing was lost: every key of the store was read\n";

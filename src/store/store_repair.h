@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,21 @@ struct RepairReport {
   uint64_t keys = 0;                         // every key copied, of every column family
   std::vector<std::string> lost;             // what could not be read, one line each
   std::vector<std::string> files_set_aside;  // files RocksDB could not use at all
+  // Queues made for salvaged messages whose queue record was lost (wharf.recovered.<id>).
+  std::vector<std::string> recovered_queues;
+  uint64_t deleted_leftovers = 0;  // entries of deleted queues: not salvaged, removed at start
 };
 
 // Repairs the store at `path` (docs/operations.md). On error nothing is renamed: the store
-// is as it was (a half-built new store is removed).
+// is as it was (a half-built new store is removed), but for the last step's failures, which
+// say where each store is.
 Result<RepairReport> RepairStore(const std::string& path);
+
+// When `path` holds no store (no CURRENT) but a finished repair of it waits beside it
+// (`<path>.repair-*` with a CURRENT: the repair stopped between its two renames, on a file
+// system that cannot exchange two names at once), says so, naming the directories; a start
+// must not make a new, empty store there. Nullopt otherwise.
+std::optional<std::string> InterruptedRepair(const std::string& path);
 
 // The report as lines for the operator.
 std::string FormatRepairReport(const RepairReport& report);

@@ -466,6 +466,33 @@ TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   EXPECT_EQ(Info("mixed").ready, 0u);
 }
 
+// Regression (issue 20 review): a durable queue declared just as the disk filled stayed in
+// memory with its record unwritten (the declaration was answered with the write's error); once
+// the store wrote again, publishes into it were confirmed, and at the next start the queue,
+// with every confirmed message in it, was gone: entries without a queue record are removed.
+TEST_F(BrokerStoreTest, AQueueWhoseRecordFailedToWriteIsWrittenBeforeMessagesConfirmedIntoIt) {
+  faults_->disk_full = true;
+  QueueSpec spec;
+  spec.name = "r";
+  ASSERT_TRUE(broker_->DeclareQueue(kS1, spec).ok()) << "the failure is not known yet";
+  Drain();  // the write holding its record fails
+  faults_->disk_full = false;
+  bool written = false;
+  for (int i = 0; i < 50 && !written; ++i) {
+    clock_.Advance(std::chrono::milliseconds(1000));
+    broker_->OnTimer();
+    Drain();
+    peer_->confirms.clear();
+    auto published = Publish("", "r", "confirmed", true, 7);
+    Drain();
+    written = published.ok() && peer_->confirms.size() == 1 && peer_->confirms[0].status.ok();
+    if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(written) << "publishing did not resume";
+  Restart();
+  EXPECT_EQ(Bodies(Take("r")), (std::vector<std::string>{"confirmed"}));
+}
+
 TEST_F(BrokerStoreTest, FullDiskStopsConfirmsKeepsDataAndResumesByItself) {
   DeclareQueue("q");
   ASSERT_TRUE(Publish("", "q", "before", true, 1)->deferred);

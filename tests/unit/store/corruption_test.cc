@@ -140,6 +140,24 @@ class CorruptionTest : public ::testing::Test {
     delete db;
   }
 
+  // Deletes a key of the default column family, with RocksDB directly, and flushes: a queue
+  // record gone as if the block holding it had been lost.
+  void DeleteMetaKey(const std::string& key) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
+                             kColumnEntries, kColumnDelayed}) {
+      families.push_back({name, rocksdb::ColumnFamilyOptions()});
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), StorePath(), families, &handles, &db).ok());
+    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handles[0], key).ok());
+    ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
+    for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
+    db->Close();
+    delete db;
+  }
+
   // Every message of a queue as a fresh open of the store loads it: seq -> body. Fails the
   // test on any message whose body is not the one published.
   std::map<uint64_t, std::string> LoadQueue(RocksDbStore* store, uint64_t queue_id,
@@ -435,6 +453,42 @@ TEST_F(CorruptionTest, AGarbledCurrentIsRefusedAndRepaired) {
   EXPECT_EQ(counts[kQueueA] + counts[kQueueB], 1000u);
 }
 
+// Regression (issue 20 review): messages whose queue record was in the damaged part were
+// counted as salvaged, and the first start then removed them as a deleted queue's leftovers.
+TEST_F(CorruptionTest, MessagesWhoseQueueRecordWasLostComeBackInARecoveredQueue) {
+  Publish(1, 500);
+  FlushToTables();
+  DeleteMetaKey(std::string(1, kQueuePrefix) + "a");
+  fs::remove(fs::path(StorePath()) / "CURRENT");  // damage: the MANIFEST is rebuilt
+  auto report = RepairStore(StorePath());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->recovered_queues, std::vector<std::string>{"wharf.recovered.1"});
+  EXPECT_EQ(report->messages["wharf.recovered.1"], 500u);
+  EXPECT_NE(FormatRepairReport(*report).find("wharf.recovered.1 was made"), std::string::npos);
+  auto store = TryOpen();
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto state = (*store)->Recover();
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  bool found = false;
+  for (const auto& queue : state->queues) {
+    found |= queue.spec.name == "wharf.recovered.1" && queue.queue_id == kQueueA;
+  }
+  EXPECT_TRUE(found) << "the recovered queue is a queue after the start";
+  EXPECT_EQ(LoadQueue(store->get(), kQueueA).size(), 500u);
+  (*store)->Close();
+}
+
+TEST_F(CorruptionTest, ADeletedQueuesLeftoversInASoundStoreAreNotCountedOrKept) {
+  Publish(1, 500);
+  DeleteMetaKey(std::string(1, kQueuePrefix) + "a");  // deleted, entries not yet removed
+  auto report = RepairStore(StorePath());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->recovered_queues.empty());
+  EXPECT_EQ(report->deleted_leftovers, 500u);
+  EXPECT_EQ(report->messages.count("a"), 0u);
+  EXPECT_EQ(report->messages["b"], 500u);
+}
+
 TEST_F(CorruptionTest, RepairOfASoundStoreKeepsEverythingAndSaysNothingWasLost) {
   Publish(1, 300);
   FlushToTables();
@@ -446,6 +500,30 @@ TEST_F(CorruptionTest, RepairOfASoundStoreKeepsEverythingAndSaysNothingWasLost) 
   auto counts = CheckRepaired(*report);
   EXPECT_EQ(counts[kQueueA] + counts[kQueueB], 1000u);
   EXPECT_NE(FormatRepairReport(*report).find("nothing was lost"), std::string::npos);
+}
+
+// Regression (issue 20 review): a repair stopped between moving the damaged store aside and
+// moving the repaired one in (a kill, or a file system that cannot exchange two names) left no
+// store at the path, and the next start made a new, empty one there and confirmed into it
+// while the repaired messages sat unnoticed beside it.
+TEST_F(CorruptionTest, AStartAfterAnInterruptedRepairIsRefusedNamingTheRepairedStore) {
+  Publish(1, 100);
+  const std::string repaired = StorePath() + ".repair-20261201T000000";
+  fs::rename(StorePath(), repaired);
+  auto refused = TryOpen();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("was interrupted"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find(repaired), std::string::npos);
+  EXPECT_FALSE(fs::exists(fs::path(StorePath()) / "CURRENT")) << "no new store was made";
+  auto again = RepairStore(StorePath());
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find(repaired), std::string::npos);
+  // Moved into place as the message says, it opens with every message.
+  fs::remove_all(StorePath());
+  fs::rename(repaired, StorePath());
+  auto opened = TryOpen();
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
 }
 
 TEST_F(CorruptionTest, RepairIsRefusedWhileTheStoreIsOpen) {

@@ -268,6 +268,10 @@ TEST_F(RocksDbStoreBackupTest, BadTargetsAreRefusedEachWithItsReason) {
   expect(root + "/file/sub", StatusCode::kPreconditionFailed, "is not a directory");
   expect(root + "/data/store/inside", StatusCode::kInvalidArgument, "inside the live store");
   expect(root + "/data/store", StatusCode::kInvalidArgument, "inside the live store");
+  // Regression (issue 20 review): the check was lexical only, so a path through a symlink to
+  // the store (or any path, with a relative data_dir) passed it.
+  fs::create_directory_symlink(root + "/data/store", root + "/link");
+  expect(root + "/link/inside", StatusCode::kInvalidArgument, "inside the live store");
   expect(std::string(5000, '/'), StatusCode::kInvalidArgument, "is not a path");
   // Nothing was made by any of them.
   EXPECT_FALSE(fs::exists(root + "/no"));
