@@ -12,6 +12,8 @@
 //   - no confirmed message is missing (an acked one may come back, a confirmed one may not
 //     vanish): every confirmed, unacked message is in the queue or its dead-letter queue;
 //   - a delayed message is never ready before its time, and every confirmed one arrives;
+//   - a queue whose declaration was answered, or that a confirmed message went into, is
+//     there, with those messages;
 //   - an answered redrive is still there and runs to its end;
 //   - an answered purge is not undone, and an unanswered one is all or nothing.
 //
@@ -110,6 +112,9 @@ class PowerLossTest : public BrokerStoreTest {
           break;
         case 'l':
           delayed_.insert(body);
+          break;
+        case 'd':
+          declared_alive_.insert(body);
           break;
         default:
           break;  // purged queue's later messages: not tracked
@@ -219,12 +224,36 @@ class PowerLossTest : public BrokerStoreTest {
     }
     Report(missing, "confirmed delayed messages");
     delayed_confirmed_ += delayed_.size();
+    // The cycle's declared queue: there if answered or confirmed into, with what was confirmed.
+    bool exists = false;
+    for (const auto& q : broker_->ListQueues(declared_)) exists |= q.name == declared_;
+    if (declared_answered_ || !declared_alive_.empty()) {
+      EXPECT_TRUE(exists) << "queue " << declared_
+                          << " was answered or confirmed into, and is gone";
+    }
+    if (exists) {
+      std::set<std::string> back;
+      for (auto& body : TakeAll(declared_)) back.insert(body);
+      missing.clear();
+      for (const auto& body : declared_alive_) {
+        if (!back.count(body)) missing.push_back(body);
+      }
+      Report(missing, "confirmed messages of a declared queue");
+      ASSERT_TRUE(broker_->DeleteQueue(kS1, declared_, false, false).ok());
+      Drain();
+    } else {
+      Report(std::vector<std::string>(declared_alive_.begin(), declared_alive_.end()),
+             "confirmed messages of a declared queue");
+    }
+    declared_queues_ += exists ? 1 : 0;
     for (const char* queue : {"work", "dlq", "later", "purged"}) {
       QueueInfo info = Info(queue);
       EXPECT_EQ(info.ready + info.in_flight + info.delayed, 0u) << queue << " is not empty";
     }
     alive_.clear();
     acked_.clear();
+    declared_alive_.clear();
+    declared_answered_ = false;
     purge_pre_.clear();
     delayed_.clear();
     purge_answered_ = purge_sent_ = redrive_answered_ = false;
@@ -235,6 +264,20 @@ class PowerLossTest : public BrokerStoreTest {
   void Load(int cycle, std::mt19937_64& rng, size_t pre_purge) {
     const std::string c = std::to_string(cycle);
     auto stop = [&] { return fs_->cut(); };
+    // A queue declared in each cycle: once its declaration is answered, or once a message
+    // published into it is confirmed, it must be there after the boot, with those messages.
+    Phase("declare a queue");
+    declared_ = "t" + c;
+    QueueSpec declared;
+    declared.name = declared_;
+    if (Ok(broker_->DeclareQueue(kS1, declared).status())) {
+      broker_->AnswerWhenDurable(
+          kS1, [this](SessionPeer&, const Status& status) { declared_answered_ |= status.ok(); });
+      for (int i = 0; i < 20 && !stop(); ++i)
+        PublishTo(declared_, "d" + c + "-" + std::to_string(i));
+    }
+    Drain();
+    Collect();
     Phase("publish to the queue to purge");
     for (size_t i = 0; i < pre_purge && !stop(); ++i)
       PublishTo("purged", "p" + c + "-" + std::to_string(i));
@@ -314,10 +357,13 @@ class PowerLossTest : public BrokerStoreTest {
   std::shared_ptr<PowerCutFileSystem> fs_;
   std::map<uint64_t, std::string> pending_;  // request id -> body, confirm not yet seen
   uint64_t next_request_ = 1'000;
-  std::set<std::string> alive_;      // confirmed to "work" and not acked
-  std::set<std::string> acked_;      // acked (may come back)
-  std::set<std::string> purge_pre_;  // confirmed to "purged" before its purge
-  std::set<std::string> delayed_;    // confirmed to "later"
+  std::set<std::string> alive_;           // confirmed to "work" and not acked
+  std::set<std::string> acked_;           // acked (may come back)
+  std::set<std::string> purge_pre_;       // confirmed to "purged" before its purge
+  std::set<std::string> delayed_;         // confirmed to "later"
+  std::string declared_;                  // the queue this cycle declared
+  bool declared_answered_ = false;        // its declaration answered (durable)
+  std::set<std::string> declared_alive_;  // confirmed into it
   bool purge_answered_ = false;
   bool purge_sent_ = false;
   bool redrive_answered_ = false;
@@ -333,6 +379,7 @@ class PowerLossTest : public BrokerStoreTest {
   // Figures, printed at the end.
   uint64_t confirmed_ = 0, delayed_confirmed_ = 0, lost_ = 0, duplicates_ = 0, acked_back_ = 0;
   uint64_t bytes_dropped_ = 0, files_removed_ = 0, torn_cycles_ = 0, redrives_resumed_ = 0;
+  uint64_t declared_queues_ = 0;  // declared queues found after a boot
 };
 
 TEST_F(PowerLossTest, NoConfirmedMessageIsLostAtAPowerCutAtAnyPoint) {
@@ -402,11 +449,12 @@ TEST_F(PowerLossTest, NoConfirmedMessageIsLostAtAPowerCutAtAnyPoint) {
               static_cast<unsigned long long>(acked_back_));
   std::printf(
       "  unsynced bytes dropped %llu, files removed %llu, torn tails in %llu cycles, "
-      "redrives run to the end after a cut %llu\n",
+      "redrives run to the end after a cut %llu, declared queues back %llu\n",
       static_cast<unsigned long long>(bytes_dropped_),
       static_cast<unsigned long long>(files_removed_),
       static_cast<unsigned long long>(torn_cycles_),
-      static_cast<unsigned long long>(redrives_resumed_));
+      static_cast<unsigned long long>(redrives_resumed_),
+      static_cast<unsigned long long>(declared_queues_));
   for (const auto& [call, count] : by_call) std::printf("  cut at %-28s %d\n", call.c_str(), count);
   for (const auto& [phase, count] : by_phase)
     std::printf("  cut during %-26s %d\n", phase.c_str(), count);
