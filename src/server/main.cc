@@ -28,7 +28,8 @@ Flags override the config file; --opt VALUE and --opt=VALUE both work. Exit code
 stop, 1 start-up failure, 2 bad usage (an unknown option, a missing or bad value).
 --repair salvages every readable message of a damaged store (docs/operations.md, "A corrupt
 store"): the damaged store is kept aside as <data_dir>/store.corrupt-<time>; exit code 0 once
-the repaired store is in place, 1 when it could not be repaired (nothing changed).
+the repaired store is in place, 1 when it could not be repaired (then nothing changed, unless
+the message says where each store is).
 Signals: SIGTERM/SIGINT stop cleanly; SIGHUP reopens the log file and reloads the config
 file's users. Under systemd (Type=notify), READY=1 is sent once the store is recovered and
 the listeners accept, STOPPING=1 when a stop begins.)";
