@@ -38,6 +38,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "broker/exchange.h"
@@ -169,6 +170,11 @@ class Broker {
   // answer to a topology change, which must survive a crash once given (docs/storage.md).
   void AnswerWhenDurable(uint64_t session_id,
                          std::function<void(SessionPeer&, const Status&)> answer);
+  // Whether a topology change since the last call touched durable topology (a durable
+  // exchange, a binding between stored ends), whether or not it had anything to write (an
+  // existing binding may still be on its way to disk): its answer waits for the sync. A
+  // change of transient topology is answered at once. Clears the note.
+  bool TakeDurableTopologyChange() { return std::exchange(durable_topology_change_, false); }
   std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
   std::vector<ExchangeInfo> ListExchanges() const;
   // Operators' listings (broker_metrics.cc): bindings from `exchange` and/or to `queue` ("" =
@@ -398,8 +404,10 @@ class Broker {
   // Bodies per load: a quarter of the RAM a queue may hold before it pages.
   uint64_t LoadBytes() const { return std::max<uint64_t>(options_.page_limits.max_bytes / 4, 1); }
   // kStoreUnavailable/kStoreFull when `persisted` and the store is failing: a durable change
-  // answered OK must not be one the disk never saw.
+  // answered OK must not be one the disk never saw. Notes a durable change for
+  // TakeDurableTopologyChange.
   Status TopologyWritable(bool persisted) const;
+  mutable bool durable_topology_change_ = false;
   void OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
                 Result<std::vector<store::LoadedMessage>> loaded);
 

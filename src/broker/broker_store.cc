@@ -131,6 +131,7 @@ Status Broker::CheckStore(const std::vector<Queue*>& targets, bool persistent) c
 }
 
 Status Broker::TopologyWritable(bool persisted) const {
+  durable_topology_change_ |= persisted;
   if (!persisted || store_error_.ok()) return Status::Ok();
   return Status(store_error_.code(),
                 "the message store cannot write, so durable exchanges, queues and bindings "

@@ -915,9 +915,10 @@ void Session::HandleRequest(Request& request) {
       return ReplyWhenDurable(rid);
     }
     case wire::Frame::kDeleteExchange: {
+      broker.TakeDurableTopologyChange();
       Status deleted = broker.DeleteExchange(frame.delete_exchange().name(),
                                              frame.delete_exchange().if_unused());
-      if (!deleted.ok()) return ReplyStatus(rid, deleted);
+      if (!deleted.ok() || !broker.TakeDurableTopologyChange()) return ReplyStatus(rid, deleted);
       return ReplyWhenDurable(rid);
     }
     case wire::Frame::kDeclareQueue: {
@@ -966,8 +967,9 @@ void Session::HandleRequest(Request& request) {
           bind ? frame.bind().destination_exchange() : frame.unbind().destination_exchange();
       Status s = protocol::FromWire(args, &spec.arguments);
       if (!s.ok()) return ReplyStatus(rid, s);
+      broker.TakeDurableTopologyChange();
       Status changed = bind ? broker.Bind(id_, spec) : broker.Unbind(id_, spec);
-      if (!changed.ok()) return ReplyStatus(rid, changed);
+      if (!changed.ok() || !broker.TakeDurableTopologyChange()) return ReplyStatus(rid, changed);
       return ReplyWhenDurable(rid);
     }
     case wire::Frame::kListQueues: {

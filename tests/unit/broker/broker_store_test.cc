@@ -69,6 +69,38 @@ TEST_F(BrokerStoreTest, FanOutIsConfirmedOnceAndStoredOnce) {
 
 // A message in two queues: deleting one (its entries go in the background) while its copy is
 // in flight there, then settling that delivery, must leave the other queue's body alone.
+// The session answers a topology change once it is synced only when it touched durable
+// topology; a binding of a transient queue (an RPC client's reply queue, say) or a transient
+// exchange's deletion is answered at once, without waiting for an fsync.
+TEST_F(BrokerStoreTest, OnlyDurableTopologyChangesAreNotedAsWaitingForTheDisk) {
+  DeclareQueue("durable");
+  DeclareQueue("transient", /*durable=*/false);
+  ExchangeSpec tx;
+  tx.name = "tx";
+  tx.durable = false;
+  ASSERT_TRUE(broker_->DeclareExchange(tx).ok());
+  broker_->TakeDurableTopologyChange();
+  BindingSpec binding;
+  binding.exchange = "amq.direct";
+  binding.queue = "transient";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  EXPECT_FALSE(broker_->TakeDurableTopologyChange());
+  binding.exchange = "tx";
+  binding.queue = "durable";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  EXPECT_FALSE(broker_->TakeDurableTopologyChange()) << "a transient exchange";
+  binding.exchange = "amq.direct";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  EXPECT_TRUE(broker_->TakeDurableTopologyChange());
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  EXPECT_TRUE(broker_->TakeDurableTopologyChange()) << "bound already, maybe not on disk yet";
+  EXPECT_FALSE(broker_->TakeDurableTopologyChange()) << "taken";
+  ASSERT_TRUE(broker_->Unbind(kS1, binding).ok());
+  EXPECT_TRUE(broker_->TakeDurableTopologyChange());
+  ASSERT_TRUE(broker_->DeleteExchange("tx", false).ok());
+  EXPECT_FALSE(broker_->TakeDurableTopologyChange());
+}
+
 TEST_F(BrokerStoreTest, DeletingAQueueKeepsTheBodyItSharesWithAnother) {
   DeclareQueue("a");
   DeclareQueue("b");
