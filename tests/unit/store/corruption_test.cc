@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -38,15 +39,7 @@ std::string Body(uint64_t id) {
   return body;
 }
 
-EnvelopePtr MakeEnvelope(uint64_t id) {
-  Envelope e;
-  e.message.id = id;
-  e.message.body = Body(id);
-  e.message.persistent = true;
-  e.exchange = "";
-  e.routing_key = "q";
-  return std::make_shared<const Envelope>(std::move(e));
-}
+EnvelopePtr MakeEnvelope(uint64_t id) { return testing::PersistentEnvelope(id, Body(id)); }
 
 QueueSpec Queue(const std::string& name) {
   QueueSpec spec;
@@ -86,14 +79,7 @@ class CorruptionTest : public ::testing::Test {
   }
 
   Status CommitSync(RocksDbStore* store, StoreBatch batch) {
-    bool done = false;
-    Status result;
-    store->Commit(std::move(batch), true, [&](Status s) {
-      result = s;
-      done = true;
-    });
-    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
-    return result;
+    return testing::CommitAndWait(store, &mailbox_, std::move(batch));
   }
 
   // Queues "a" and "b" (declared once), then `per_queue` messages in each, `per_commit` to a
@@ -121,8 +107,9 @@ class CorruptionTest : public ::testing::Test {
     (*store)->Close();
   }
 
-  // Writes every memtable to tables (the log is then empty), with RocksDB directly.
-  void FlushToTables() {
+  // Opens the store with RocksDB directly (all four column families), runs `fn` on it, and
+  // flushes every memtable to tables before closing (the log is then empty).
+  void WithRawDb(const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
     std::vector<rocksdb::ColumnFamilyDescriptor> families;
     for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
                              kColumnEntries, kColumnDelayed}) {
@@ -133,29 +120,24 @@ class CorruptionTest : public ::testing::Test {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, StorePath(), families, &handles, &db).ok());
-    rocksdb::FlushOptions flush;
-    ASSERT_TRUE(db->Flush(flush, handles).ok());
+    fn(db, handles[0]);
+    EXPECT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
     for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
     db->Close();
     delete db;
   }
 
-  // Deletes a key of the default column family, with RocksDB directly, and flushes: a queue
-  // record gone as if the block holding it had been lost.
+  // Writes every memtable to tables (the log is then empty).
+  void FlushToTables() {
+    WithRawDb([](rocksdb::DB*, rocksdb::ColumnFamilyHandle*) {});
+  }
+
+  // Deletes a key of the default column family and flushes: a queue record gone as if the
+  // block holding it had been lost.
   void DeleteMetaKey(const std::string& key) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
-                             kColumnEntries, kColumnDelayed}) {
-      families.push_back({name, rocksdb::ColumnFamilyOptions()});
-    }
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), StorePath(), families, &handles, &db).ok());
-    ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handles[0], key).ok());
-    ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
-    for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
-    db->Close();
-    delete db;
+    WithRawDb([&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+      EXPECT_TRUE(db->Delete(rocksdb::WriteOptions(), meta, key).ok());
+    });
   }
 
   // Every message of a queue as a fresh open of the store loads it: seq -> body. Fails the

@@ -30,15 +30,7 @@ constexpr uint64_t kQueue = 1;
 
 std::string Body(uint64_t id) { return "message " + std::to_string(id) + std::string(200, 'b'); }
 
-EnvelopePtr Numbered(uint64_t id) {
-  Envelope e;
-  e.message.id = id;
-  e.message.body = Body(id);
-  e.message.persistent = true;
-  e.exchange = "";
-  e.routing_key = "q";
-  return std::make_shared<const Envelope>(std::move(e));
-}
+EnvelopePtr Numbered(uint64_t id) { return testing::PersistentEnvelope(id, Body(id)); }
 
 // Messages with ids first..last as inline entries of kQueue, sequence number = id.
 StoreBatch Entries(uint64_t first, uint64_t last) {
@@ -63,14 +55,7 @@ class RocksDbStoreBackupTest : public ::testing::Test {
   }
 
   Status CommitSync(StoreBatch batch) {
-    bool done = false;
-    Status result;
-    store_->Commit(std::move(batch), true, [&](Status s) {
-      result = s;
-      done = true;
-    });
-    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
-    return result;
+    return testing::CommitAndWait(store_.get(), &mailbox_, std::move(batch));
   }
 
   Result<BackupInfo> BackupSync(const std::string& directory) {

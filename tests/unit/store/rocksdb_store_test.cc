@@ -78,14 +78,7 @@ class RocksDbStoreTest : public ::testing::Test {
     return faults;
   }
   Status CommitSync(StoreBatch batch, bool sync = true) {
-    bool done = false;
-    Status result;
-    store_->Commit(std::move(batch), sync, [&](Status s) {
-      result = s;
-      done = true;
-    });
-    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
-    return result;
+    return testing::CommitAndWait(store_.get(), &mailbox_, std::move(batch), sync);
   }
   std::vector<LoadedMessage> LoadAll(uint64_t queue_id, uint64_t from = 0, uint64_t to = UINT64_MAX,
                                      uint32_t limit = 1000) {

@@ -71,6 +71,29 @@ class TempDir {
   std::string path_;
 };
 
+// Commits `batch` and runs the mailbox until its answer comes back.
+inline Status CommitAndWait(MessageStore* store, Mailbox* mailbox, StoreBatch batch,
+                            bool sync = true) {
+  bool done = false;
+  Status result;
+  store->Commit(std::move(batch), sync, [&](Status s) {
+    result = s;
+    done = true;
+  });
+  EXPECT_TRUE(mailbox->RunUntil([&] { return done; }));
+  return result;
+}
+
+// A persistent message `id` with `body`, published to the default exchange with key "q".
+inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
+  Envelope e;
+  e.message.id = id;
+  e.message.body = std::move(body);
+  e.message.persistent = true;
+  e.routing_key = "q";
+  return std::make_shared<const Envelope>(std::move(e));
+}
+
 inline std::unique_ptr<RocksDbStore> OpenStore(const std::string& path, Mailbox* mailbox,
                                                StoreOptions options = {}) {
   options.path = path;
