@@ -43,7 +43,7 @@ struct Delivery {
   uint32_t lease_ms = 0;  // settle within this, or it is redelivered
 };
 
-// Bytes a delivery adds to a connection's output, for its cap (server/session.h): the whole
+// Bytes a delivery adds to a connection's output, for its cap (server/session_core.h): the whole
 // message (Envelope::whole_bytes: headers and properties too, never less than their encoding)
 // plus the delivery's own fields.
 inline uint64_t OutputBytes(const Delivery& d) {

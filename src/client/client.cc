@@ -93,13 +93,7 @@ Status Client::Ping() {
 
 Status Client::DeclareExchange(const ExchangeSpec& spec) {
   pb::Frame frame;
-  auto* d = frame.mutable_declare_exchange();
-  d->set_name(spec.name);
-  d->set_type(protocol::ToWire(spec.type));
-  d->set_durable(spec.durable);
-  d->set_auto_delete(spec.auto_delete);
-  d->set_alternate_exchange(spec.alternate_exchange);
-  d->set_passive(spec.passive);
+  protocol::ToWire(spec, frame.mutable_declare_exchange());
   return impl_->CallStatus(std::move(frame));
 }
 
@@ -112,13 +106,7 @@ Status Client::DeleteExchange(const std::string& name, bool if_unused) {
 
 Result<QueueInfo> Client::DeclareQueue(const QueueSpec& spec) {
   pb::Frame frame;
-  auto* d = frame.mutable_declare_queue();
-  d->set_name(spec.name);
-  d->set_durable(spec.durable);
-  d->set_exclusive(spec.exclusive);
-  d->set_auto_delete(spec.auto_delete);
-  d->set_passive(spec.passive);
-  protocol::ToWire(spec.arguments, d->mutable_arguments());
+  protocol::ToWire(spec, frame.mutable_declare_queue());
   auto reply = impl_->Call(std::move(frame));
   if (!reply.ok()) return reply.status();
   const auto& ok = reply->declare_queue_ok();
@@ -152,26 +140,15 @@ Result<uint64_t> Client::PurgeQueue(const std::string& name) {
   return reply->purge_queue_ok().messages_purged();
 }
 
-namespace {
-template <typename WireBinding>
-void FillBinding(const BindingSpec& spec, WireBinding* b) {
-  b->set_queue(spec.queue);
-  b->set_exchange(spec.exchange);
-  b->set_routing_key(spec.routing_key);
-  protocol::ToWire(spec.arguments, b->mutable_arguments());
-  b->set_destination_exchange(spec.destination_exchange);
-}
-}  // namespace
-
 Status Client::Bind(const BindingSpec& binding) {
   pb::Frame frame;
-  FillBinding(binding, frame.mutable_bind());
+  protocol::ToWire(binding, frame.mutable_bind());
   return impl_->CallStatus(std::move(frame));
 }
 
 Status Client::Unbind(const BindingSpec& binding) {
   pb::Frame frame;
-  FillBinding(binding, frame.mutable_unbind());
+  protocol::ToWire(binding, frame.mutable_unbind());
   return impl_->CallStatus(std::move(frame));
 }
 

@@ -74,13 +74,9 @@ Result<std::vector<BindingSpec>> Client::ListBindings(const std::string& exchang
   if (!reply.ok()) return reply.status();
   std::vector<BindingSpec> out;
   for (const auto& b : reply->list_bindings_ok().bindings()) {
-    BindingSpec spec;
-    spec.queue = b.queue();
-    spec.exchange = b.exchange();
-    spec.routing_key = b.routing_key();
-    spec.destination_exchange = b.destination_exchange();
-    WHARF_RETURN_IF_ERROR(protocol::FromWire(b.arguments(), &spec.arguments));
-    out.push_back(std::move(spec));
+    auto spec = protocol::FromWire(b);
+    if (!spec.ok()) return spec.status();
+    out.push_back(std::move(*spec));
   }
   return out;
 }
@@ -92,8 +88,7 @@ Result<std::vector<ConsumerInfo>> Client::ListConsumers(const std::string& queue
   if (!reply.ok()) return reply.status();
   std::vector<ConsumerInfo> out;
   for (const auto& c : reply->list_consumers_ok().consumers()) {
-    out.push_back(ConsumerInfo{c.queue(), c.consumer_tag(), c.connection_id(), c.user(),
-                               c.prefetch(), c.unacked(), c.lease_ms(), c.exclusive()});
+    out.push_back(protocol::FromWire(c));
   }
   return out;
 }
@@ -105,22 +100,14 @@ Result<std::vector<ConnectionInfo>> Client::ListConnections() {
   if (!reply.ok()) return reply.status();
   std::vector<ConnectionInfo> out;
   for (const auto& c : reply->list_connections_ok().connections()) {
-    out.push_back(ConnectionInfo{c.id(), c.user(), c.address(), c.connected_at_ms(), c.consumers(),
-                                 c.unacked(), c.pending_receives()});
+    out.push_back(protocol::FromWire(c));
   }
   return out;
 }
 
 Result<RedriveInfo> Client::StartRedrive(const RedriveSpec& spec) {
   pb::Frame frame;
-  auto* start = frame.mutable_start_redrive();
-  start->set_queue(spec.queue);
-  start->set_to(spec.to);
-  start->set_reason(spec.reason);
-  start->set_limit(spec.limit);
-  start->set_rate(spec.rate);
-  start->set_dry_run(spec.dry_run);
-  start->set_message_id(spec.message_id);
+  protocol::ToWire(spec, frame.mutable_start_redrive());
   auto reply = impl_->Call(std::move(frame));
   if (!reply.ok()) return reply.status();
   return protocol::FromWire(reply->redrive_ok().task());
@@ -182,7 +169,7 @@ Result<std::vector<UserInfo>> Client::ListUsers() {
   if (!reply.ok()) return reply.status();
   std::vector<UserInfo> out;
   for (const auto& u : reply->list_users_ok().users()) {
-    out.push_back(UserInfo{u.name(), u.admin(), u.source()});
+    out.push_back(protocol::FromWire(u));
   }
   return out;
 }

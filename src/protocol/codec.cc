@@ -455,4 +455,131 @@ wire::Frame ErrorFrame(uint64_t request_id, const Status& status) {
   return frame;
 }
 
+// --- Requests and listings ----------------------------------------------------------------------
+
+void ToWire(const ExchangeSpec& spec, wire::DeclareExchange* out) {
+  out->set_name(spec.name);
+  out->set_type(ToWire(spec.type));
+  out->set_durable(spec.durable);
+  out->set_auto_delete(spec.auto_delete);
+  out->set_alternate_exchange(spec.alternate_exchange);
+  out->set_passive(spec.passive);
+}
+
+ExchangeSpec FromWire(const wire::DeclareExchange& in, std::optional<ExchangeType>* type) {
+  ExchangeSpec spec;
+  spec.name = in.name();
+  *type = FromWire(in.type());
+  spec.type = type->value_or(ExchangeType::kDirect);
+  spec.durable = in.durable();
+  spec.auto_delete = in.auto_delete();
+  spec.alternate_exchange = in.alternate_exchange();
+  spec.passive = in.passive();
+  return spec;
+}
+
+void ToWire(const QueueSpec& spec, wire::DeclareQueue* out) {
+  out->set_name(spec.name);
+  out->set_durable(spec.durable);
+  out->set_exclusive(spec.exclusive);
+  out->set_auto_delete(spec.auto_delete);
+  out->set_passive(spec.passive);
+  ToWire(spec.arguments, out->mutable_arguments());
+}
+
+Result<QueueSpec> FromWire(const wire::DeclareQueue& in) {
+  QueueSpec spec;
+  spec.name = in.name();
+  spec.durable = in.durable();
+  spec.exclusive = in.exclusive();
+  spec.auto_delete = in.auto_delete();
+  spec.passive = in.passive();
+  WHARF_RETURN_IF_ERROR(FromWire(in.arguments(), &spec.arguments));
+  return spec;
+}
+
+namespace {
+
+// Bind and Unbind carry the same fields.
+template <typename WireBinding>
+void BindingToWire(const BindingSpec& spec, WireBinding* out) {
+  out->set_queue(spec.queue);
+  out->set_exchange(spec.exchange);
+  out->set_routing_key(spec.routing_key);
+  ToWire(spec.arguments, out->mutable_arguments());
+  out->set_destination_exchange(spec.destination_exchange);
+}
+
+template <typename WireBinding>
+Result<BindingSpec> BindingFromWire(const WireBinding& in) {
+  BindingSpec spec;
+  spec.queue = in.queue();
+  spec.exchange = in.exchange();
+  spec.routing_key = in.routing_key();
+  spec.destination_exchange = in.destination_exchange();
+  WHARF_RETURN_IF_ERROR(FromWire(in.arguments(), &spec.arguments));
+  return spec;
+}
+
+}  // namespace
+
+void ToWire(const BindingSpec& spec, wire::Bind* out) { BindingToWire(spec, out); }
+void ToWire(const BindingSpec& spec, wire::Unbind* out) { BindingToWire(spec, out); }
+Result<BindingSpec> FromWire(const wire::Bind& in) { return BindingFromWire(in); }
+Result<BindingSpec> FromWire(const wire::Unbind& in) { return BindingFromWire(in); }
+
+void ToWire(const RedriveSpec& spec, wire::StartRedrive* out) {
+  out->set_queue(spec.queue);
+  out->set_to(spec.to);
+  out->set_reason(spec.reason);
+  out->set_limit(spec.limit);
+  out->set_rate(spec.rate);
+  out->set_dry_run(spec.dry_run);
+  out->set_message_id(spec.message_id);
+}
+
+RedriveSpec FromWire(const wire::StartRedrive& in) {
+  return RedriveSpec{in.queue(), in.to(),      in.reason(),    in.limit(),
+                     in.rate(),  in.dry_run(), in.message_id()};
+}
+
+void ToWire(const ConnectionInfo& info, wire::ConnectionInfo* out) {
+  out->set_id(info.id);
+  out->set_user(info.user);
+  out->set_address(info.address);
+  out->set_connected_at_ms(info.connected_at_ms);
+  out->set_consumers(info.consumers);
+  out->set_unacked(info.unacked);
+  out->set_pending_receives(info.pending_receives);
+}
+
+ConnectionInfo FromWire(const wire::ConnectionInfo& in) {
+  return ConnectionInfo{in.id(),        in.user(),    in.address(),         in.connected_at_ms(),
+                        in.consumers(), in.unacked(), in.pending_receives()};
+}
+
+void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out) {
+  out->set_queue(info.queue);
+  out->set_consumer_tag(info.consumer_tag);
+  out->set_connection_id(info.connection_id);
+  out->set_user(info.user);
+  out->set_prefetch(info.prefetch);
+  out->set_unacked(info.unacked);
+  out->set_lease_ms(info.lease_ms);
+  out->set_exclusive(info.exclusive);
+}
+
+ConsumerInfo FromWire(const wire::ConsumerInfo& in) {
+  return ConsumerInfo{in.queue(),    in.consumer_tag(), in.connection_id(), in.user(),
+                      in.prefetch(), in.unacked(),      in.lease_ms(),      in.exclusive()};
+}
+
+void ToWire(const UserInfo& info, wire::UserInfo* out) {
+  out->set_name(info.name);
+  out->set_admin(info.admin);
+  out->set_source(info.source);
+}
+
+UserInfo FromWire(const wire::UserInfo& in) { return UserInfo{in.name(), in.admin(), in.source()}; }
+
 }  // namespace wharf::protocol

@@ -71,6 +71,28 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in);
 void ToWire(const BackupInfo& info, wire::BackupOk* out);
 BackupInfo FromWire(const wire::BackupOk& in);
 
+// Requests, both directions: the client writes them, the broker reads them. A declare's type is
+// checked by the broker (a passive declare names no type); arguments fail on a malformed value.
+void ToWire(const ExchangeSpec& spec, wire::DeclareExchange* out);
+ExchangeSpec FromWire(const wire::DeclareExchange& in, std::optional<ExchangeType>* type);
+void ToWire(const QueueSpec& spec, wire::DeclareQueue* out);
+Result<QueueSpec> FromWire(const wire::DeclareQueue& in);
+// Bind, Unbind, and each binding of ListBindingsOk.
+void ToWire(const BindingSpec& spec, wire::Bind* out);
+void ToWire(const BindingSpec& spec, wire::Unbind* out);
+Result<BindingSpec> FromWire(const wire::Bind& in);
+Result<BindingSpec> FromWire(const wire::Unbind& in);
+void ToWire(const RedriveSpec& spec, wire::StartRedrive* out);
+RedriveSpec FromWire(const wire::StartRedrive& in);
+
+// Listings of connections, consumers and users.
+void ToWire(const ConnectionInfo& info, wire::ConnectionInfo* out);
+ConnectionInfo FromWire(const wire::ConnectionInfo& in);
+void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out);
+ConsumerInfo FromWire(const wire::ConsumerInfo& in);
+void ToWire(const UserInfo& info, wire::UserInfo* out);
+UserInfo FromWire(const wire::UserInfo& in);
+
 // A frame carrying only an Error, for replies to request `request_id`.
 wire::Frame ErrorFrame(uint64_t request_id, const Status& status);
 

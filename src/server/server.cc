@@ -10,9 +10,10 @@
 #include <fstream>
 #include <future>
 
+#include "server/connection.h"
 #include "server/metrics.h"
+#include "server/native_codec.h"
 #include "server/process_stats.h"
-#include "server/session.h"
 #include "store/disk_guard.h"
 
 namespace wharf::server {
@@ -355,7 +356,9 @@ void Server::Accept() {
             fd_limit_, fd_soft_limit_, options_.reserved_fds, held + 1);
       }
     }
-    auto session = std::make_shared<Session>(std::move(socket), id, &context_);
+    auto session = std::make_shared<Connection>(
+        std::move(socket), id, &context_,
+        [](Connection& connection) { return std::make_unique<NativeCodec>(connection); });
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -395,7 +398,7 @@ void Server::OnSessionClosed(uint64_t session_id) {
 }
 
 void Server::Stop() {
-  std::vector<std::shared_ptr<Session>> live;
+  std::vector<std::shared_ptr<Connection>> live;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;

@@ -34,7 +34,7 @@
 
 namespace wharf::server {
 
-class Session;
+class Connection;
 
 class Server {
  public:
@@ -139,7 +139,7 @@ class Server {
   // Guarded by mu_: the live sessions, for shutdown.
   std::mutex mu_;
   std::condition_variable sessions_cv_;
-  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions_;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> sessions_;
   bool stopping_ = false;
 };
 

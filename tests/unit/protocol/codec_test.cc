@@ -249,6 +249,110 @@ TEST(Codec, ExchangeInfoRoundTrips) {
   EXPECT_EQ(back.bindings, 12u);
 }
 
+// Every field set to a value other than its default, so a field a conversion drops fails.
+TEST(Codec, RequestSpecsRoundTrip) {
+  ExchangeSpec exchange{"events", ExchangeType::kTopic, false, true, "alt", true};
+  wire::DeclareExchange wire_exchange;
+  ToWire(exchange, &wire_exchange);
+  std::optional<ExchangeType> type;
+  ExchangeSpec exchange_back = FromWire(wire_exchange, &type);
+  EXPECT_EQ(type, ExchangeType::kTopic);
+  EXPECT_EQ(exchange_back.name, "events");
+  EXPECT_EQ(exchange_back.type, ExchangeType::kTopic);
+  EXPECT_FALSE(exchange_back.durable);
+  EXPECT_TRUE(exchange_back.auto_delete);
+  EXPECT_EQ(exchange_back.alternate_exchange, "alt");
+  EXPECT_TRUE(exchange_back.passive);
+
+  QueueSpec queue{"orders", false, true, true, Headers{{"x-max-length", int64_t{5}}}, true};
+  wire::DeclareQueue wire_queue;
+  ToWire(queue, &wire_queue);
+  auto queue_back = FromWire(wire_queue);
+  ASSERT_TRUE(queue_back.ok()) << queue_back.status().ToString();
+  EXPECT_EQ(queue_back->name, "orders");
+  EXPECT_FALSE(queue_back->durable);
+  EXPECT_TRUE(queue_back->exclusive);
+  EXPECT_TRUE(queue_back->auto_delete);
+  EXPECT_EQ(queue_back->arguments, queue.arguments);
+  EXPECT_TRUE(queue_back->passive);
+
+  BindingSpec binding{"q", "x", "a.*", Headers{{"x-match", std::string("any")}}, "x2"};
+  wire::Bind bind;
+  wire::Unbind unbind;
+  ToWire(binding, &bind);
+  ToWire(binding, &unbind);
+  for (const auto& back : {FromWire(bind), FromWire(unbind)}) {
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->queue, "q");
+    EXPECT_EQ(back->exchange, "x");
+    EXPECT_EQ(back->routing_key, "a.*");
+    EXPECT_EQ(back->arguments, binding.arguments);
+    EXPECT_EQ(back->destination_exchange, "x2");
+  }
+
+  RedriveSpec redrive{"dlq", "work", "rejected", 10, 20, true, 30};
+  wire::StartRedrive wire_redrive;
+  ToWire(redrive, &wire_redrive);
+  RedriveSpec redrive_back = FromWire(wire_redrive);
+  EXPECT_EQ(redrive_back.queue, "dlq");
+  EXPECT_EQ(redrive_back.to, "work");
+  EXPECT_EQ(redrive_back.reason, "rejected");
+  EXPECT_EQ(redrive_back.limit, 10u);
+  EXPECT_EQ(redrive_back.rate, 20u);
+  EXPECT_TRUE(redrive_back.dry_run);
+  EXPECT_EQ(redrive_back.message_id, 30u);
+}
+
+TEST(Codec, AnUnknownExchangeTypeAndAValuelessArgumentAreSaid) {
+  wire::DeclareExchange exchange;
+  exchange.set_type(static_cast<wire::ExchangeType>(99));
+  std::optional<ExchangeType> type;
+  FromWire(exchange, &type);
+  EXPECT_FALSE(type.has_value());
+
+  wire::DeclareQueue queue;
+  (*queue.mutable_arguments())["x-max-length"];  // a header with no value
+  EXPECT_EQ(FromWire(queue).status().code(), StatusCode::kInvalidArgument);
+  wire::Bind bind;
+  (*bind.mutable_arguments())["x-match"];
+  EXPECT_EQ(FromWire(bind).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Codec, ListingInfosRoundTrip) {
+  ConnectionInfo connection{1, "alice", "127.0.0.1:5", 2, 3, 4, 5};
+  wire::ConnectionInfo wire_connection;
+  ToWire(connection, &wire_connection);
+  ConnectionInfo c = FromWire(wire_connection);
+  EXPECT_EQ(c.id, 1u);
+  EXPECT_EQ(c.user, "alice");
+  EXPECT_EQ(c.address, "127.0.0.1:5");
+  EXPECT_EQ(c.connected_at_ms, 2);
+  EXPECT_EQ(c.consumers, 3u);
+  EXPECT_EQ(c.unacked, 4u);
+  EXPECT_EQ(c.pending_receives, 5u);
+
+  ConsumerInfo consumer{"q", "tag", 7, "bob", 8, 9, 10, true};
+  wire::ConsumerInfo wire_consumer;
+  ToWire(consumer, &wire_consumer);
+  ConsumerInfo k = FromWire(wire_consumer);
+  EXPECT_EQ(k.queue, "q");
+  EXPECT_EQ(k.consumer_tag, "tag");
+  EXPECT_EQ(k.connection_id, 7u);
+  EXPECT_EQ(k.user, "bob");
+  EXPECT_EQ(k.prefetch, 8u);
+  EXPECT_EQ(k.unacked, 9u);
+  EXPECT_EQ(k.lease_ms, 10u);
+  EXPECT_TRUE(k.exclusive);
+
+  UserInfo user{"carol", true, "store"};
+  wire::UserInfo wire_user;
+  ToWire(user, &wire_user);
+  UserInfo u = FromWire(wire_user);
+  EXPECT_EQ(u.name, "carol");
+  EXPECT_TRUE(u.admin);
+  EXPECT_EQ(u.source, "store");
+}
+
 TEST(Codec, AppendFrameOutputDecodesAndParsesBack) {
   wire::Frame publish;
   publish.set_request_id(5);

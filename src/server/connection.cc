@@ -1,0 +1,456 @@
+#include "server/connection.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_safe.h"
+
+namespace wharf::server {
+namespace {
+
+std::string Endpoint(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+}
+
+std::string Address(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return endpoint.address().to_string();
+}
+
+bool IsLoopback(const asio::ip::tcp::socket& socket) {
+  asio::error_code ec;
+  auto address = socket.remote_endpoint(ec).address();
+  if (ec) return false;
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
+  }
+  return address.is_loopback();
+}
+
+}  // namespace
+
+Connection::Connection(asio::ip::tcp::socket socket, uint64_t id, ServerContext* context,
+                       const CodecFactory& make_codec)
+    : id_(id),
+      context_(context),
+      peer_(Endpoint(socket)),
+      executor_(socket.get_executor()),
+      core_(std::make_shared<SessionCore>(context)),
+      socket_(std::move(socket)),
+      close_timer_(socket_.get_executor()),
+      handshake_timer_(socket_.get_executor()),
+      login_(context, socket_.get_executor(), Address(socket_), IsLoopback(socket_)),
+      codec_(make_codec(*this)),
+      decoder_(codec_->handshake_frame_bytes(), kFrameAllowanceBytes),
+      frame_timer_(socket_.get_executor()) {}
+
+Connection::~Connection() = default;
+
+// --- Reading ------------------------------------------------------------------------------------
+
+void Connection::Start() {
+  asio::error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  spdlog::debug("conn={} peer={} accepted", id_, peer_);
+  handshake_timer_.expires_after(
+      std::chrono::milliseconds(context_->options->handshake_timeout_ms));
+  handshake_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || (self->state_ != State::kHandshake && self->state_ != State::kAuthChecking)) {
+      return;
+    }
+    self->login_.Cancel();
+    Status status(
+        StatusCode::kHandshakeTimeout,
+        "no login within " + std::to_string(self->context_->options->handshake_timeout_ms) + " ms");
+    spdlog::warn("conn={} peer={} {}", self->id_, self->peer_, status.ToString());
+    self->BeginClose(status, "handshake timeout");
+  });
+  ReadLoop();
+}
+
+bool Connection::ReadingAllowed() const {
+  return Reading() && !codec_->holding() && batches_in_flight_ < kMaxBatchesInFlight &&
+         pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes &&
+         core_->queued_bytes.load(std::memory_order_acquire) < SessionCore::kMaxQueuedBytes;
+}
+
+bool Connection::OwnOutputHoldsReading() const {
+  return Reading() &&
+         (pending_write_.size() + active_write_.size() >= kMaxPendingWriteBytes ||
+          core_->queued_bytes.load(std::memory_order_acquire) >= SessionCore::kMaxQueuedBytes);
+}
+
+void Connection::ReadLoop() {
+  // A publish held by flow control goes first once publishing is allowed and there is room.
+  if (codec_->holding() && !context_->flow->blocked() && Reading() &&
+      batches_in_flight_ < kMaxBatchesInFlight) {
+    return DecodeBuffered();
+  }
+  if (reading_ || awaiting_grant_) return;
+  if (!ReadingAllowed()) {
+    // Held by its own output (it does not read what it is sent) in the middle of a frame: the
+    // frame's clock keeps running, or one client could keep its share of the partial-frame
+    // budget for ever. Holds of the whole broker (flow control, the broker's batches) stop it.
+    if (OwnOutputHoldsReading()) StartFrameClock();
+    return;
+  }
+  // Decode what is already buffered before reading more, so the buffer stays bounded.
+  if (decoder_.FrameReady()) return DecodeBuffered();
+  // A frame larger than the allowance reads on only once the FrameBudget holds it.
+  if (!ReserveFrameMemory()) return;
+  std::span<char> space = decoder_.PrepareWrite(kReadChunk);
+  NoteFrameMemory();
+  if (space.empty()) return;  // not reached: the grant covers the whole frame
+  reading_ = true;
+  StartFrameClock();
+  socket_.async_read_some(
+      asio::buffer(space.data(), space.size()),
+      [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
+}
+
+void Connection::OnRead(const asio::error_code& ec, size_t bytes) {
+  reading_ = false;
+  StopFrameClock();
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    if (ec == asio::error::operation_aborted) return;
+    Status truncated = decoder_.Finish();
+    if (ec == asio::error::eof && !truncated.ok()) {
+      // The peer may only have shut down its sending side: it can still read the error.
+      spdlog::warn("conn={} peer={} user={} {}", id_, peer_, LogSafe(user_), truncated.ToString());
+      BeginClose(truncated, "truncated frame");
+    } else {
+      CloseSocket(ec == asio::error::eof ? "peer closed the connection"
+                                         : "read error: " + ec.message());
+    }
+    return;
+  }
+  // A read that was already pending when closing began: its bytes are not executed.
+  if (state_ == State::kClosing) return;
+  decoder_.CommitWrite(bytes);
+  DecodeBuffered();
+}
+
+bool Connection::ReserveFrameMemory() {
+  const size_t wanted = decoder_.WantedGrant();
+  if (wanted == 0) return true;
+  FrameBudget* budget = context_->frame_budget;
+  // Called on the thread that releases budget: hands the grant to this connection's I/O
+  // thread, or straight back when the connection is gone.
+  auto granted = [weak = weak_from_this(), budget, wanted] {
+    if (auto self = weak.lock()) {
+      asio::post(self->executor_, [self, wanted] { self->OnFrameGrant(wanted); });
+    } else {
+      budget->Release(wanted);
+    }
+  };
+  if (budget->Reserve(id_, wanted, std::move(granted))) {
+    decoder_.AddGrant(wanted);
+    return true;
+  }
+  // Not read meanwhile: the socket's buffers fill and TCP holds the sender back.
+  awaiting_grant_ = true;
+  return false;
+}
+
+void Connection::OnFrameGrant(size_t bytes) {
+  awaiting_grant_ = false;
+  if (!Reading()) {  // closing: the frame will never be read
+    context_->frame_budget->Release(bytes);
+    return;
+  }
+  decoder_.AddGrant(bytes);
+  ReadLoop();
+}
+
+void Connection::TrimFrameBuffer() {
+  if (size_t unneeded = decoder_.Trim()) context_->frame_budget->Release(unneeded);
+  NoteFrameMemory();
+}
+
+void Connection::NoteFrameMemory() {
+  const size_t held =
+      decoder_.capacity() > kFrameAllowanceBytes ? decoder_.capacity() - kFrameAllowanceBytes : 0;
+  if (held == noted_frame_memory_) return;
+  context_->frame_budget->AddHeld(static_cast<int64_t>(held) -
+                                  static_cast<int64_t>(noted_frame_memory_));
+  noted_frame_memory_ = held;
+}
+
+void Connection::LeaveFrameBudget(bool drop_buffer) {
+  FrameBudget* budget = context_->frame_budget;
+  // A grant already on its way is given back by OnFrameGrant.
+  if (awaiting_grant_ && budget->CancelWait(id_)) awaiting_grant_ = false;
+  if (!drop_buffer) return;
+  budget->Release(decoder_.Clear());
+  NoteFrameMemory();
+}
+
+void Connection::StartFrameClock() {
+  // Only a read of an incomplete frame counts, and only after login (before it, the handshake
+  // timeout covers everything).
+  if (state_ != State::kOpen || decoder_.buffered() == 0 || read_timed_) return;
+  if (timed_frame_ != decoder_.consumed()) {  // a new frame
+    timed_frame_ = decoder_.consumed();
+    frame_read_time_ = {};
+  }
+  read_timed_ = true;
+  read_started_ = std::chrono::steady_clock::now();
+  if (!frame_timer_armed_) {
+    ArmFrameTimer(std::chrono::milliseconds(context_->options->frame_timeout_ms) -
+                  frame_read_time_);
+  }
+}
+
+void Connection::StopFrameClock() {
+  if (!read_timed_) return;
+  read_timed_ = false;
+  frame_read_time_ += std::chrono::steady_clock::now() - read_started_;
+}
+
+void Connection::ArmFrameTimer(std::chrono::steady_clock::duration after) {
+  frame_timer_armed_ = true;
+  frame_timer_.expires_after(after);
+  frame_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    self->frame_timer_armed_ = false;
+    if (!ec) self->OnFrameTimer();
+  });
+}
+
+void Connection::OnFrameTimer() {
+  // Not reading now (back-pressure, the budget, flow control): the clock stands still, and
+  // the next read of the frame arms the timer again.
+  if (!read_timed_ || state_ != State::kOpen) return;
+  const auto timeout = std::chrono::milliseconds(context_->options->frame_timeout_ms);
+  const auto now = std::chrono::steady_clock::now();
+  const auto elapsed = frame_read_time_ + (now - read_started_);
+  if (elapsed < timeout) return ArmFrameTimer(timeout - elapsed);
+  const size_t frame = decoder_.frame_bytes();
+  Status status(StatusCode::kFrameTimeout,
+                "frame not complete within " + std::to_string(timeout.count()) +
+                    " ms ([limits] frame_timeout_ms): " + std::to_string(decoder_.buffered()) +
+                    " of its " + (frame == 0 ? std::string("?") : std::to_string(frame)) +
+                    " bytes came");
+  uint64_t unlogged = 0;
+  if (context_->frame_budget->CountTimeout(now, &unlogged)) {
+    spdlog::warn("conn={} peer={} user={} closed, a slow sender: {}{}", id_, peer_, LogSafe(user_),
+                 status.ToString(),
+                 unlogged == 0 ? std::string()
+                               : " (and " + std::to_string(unlogged) +
+                                     " more connections since the last such line)");
+  }
+  BeginClose(status, "frame timeout");
+}
+
+bool Connection::Reading() const { return state_ == State::kHandshake || state_ == State::kOpen; }
+
+void Connection::DecodeBuffered() {
+  while (Reading() && batches_in_flight_ < kMaxBatchesInFlight) {
+    if (codec_->holding()) {
+      if (context_->flow->blocked()) return;  // OnFlowChanged resumes
+      codec_->ReleaseHeld();
+    }
+    size_t batch_bytes = 0;
+    Status stop;
+    // Reading() ends the batch when a login starts the password check.
+    while (stop.ok() && Reading() && batch_bytes < kMaxBatchBytes && !codec_->holding()) {
+      auto next = decoder_.Next();
+      if (!next.ok()) {
+        stop = next.status();
+        break;
+      }
+      if (!next->has_value()) break;
+      batch_bytes += (*next)->size() + net::kFrameHeaderBytes;
+      bool ends_batch = false;
+      stop = codec_->OnFrame(**next, &ends_batch);
+      if (ends_batch) batch_bytes = kMaxBatchBytes;
+    }
+    // The payloads are parsed (and a publish's body moved out): their buffer may go.
+    TrimFrameBuffer();
+    // Requests read before a bad frame still run, and their replies precede the error.
+    codec_->PostBatch();
+    if (codec_->holding() && stop.ok()) return;  // blocked: OnFlowChanged resumes
+    if (!stop.ok()) {
+      if (client_closed_) {
+        BeginClose(Status::Ok(), "client closed");
+      } else {
+        spdlog::warn("conn={} peer={} user={} {}", id_, peer_, LogSafe(user_),
+                     LogSafe(stop.ToString(), kLogSafeStatusBytes));
+        BeginClose(stop, std::string(StatusCodeName(stop.code())));
+      }
+      return;
+    }
+    if (!decoder_.FrameReady()) break;
+  }
+  ReadLoop();
+}
+
+bool Connection::HoldPublish() {
+  has_published_ = true;
+  if (!context_->flow->blocked()) return false;
+  // Flow control: this publish, and everything after it on this connection, waits until the
+  // broker takes publishes again (OnFlowChanged). The socket is not read meanwhile.
+  if (!told_blocked_) SendBlockedNotice(true);
+  return true;
+}
+
+void Connection::SendBlockedNotice(bool blocked) {
+  codec_->EncodeBlocked(blocked, blocked ? context_->flow->reason() : std::string(),
+                        &pending_write_);
+  StartWrite();
+  told_blocked_ = blocked;
+  spdlog::info("conn={} user={} publishing {}", id_, LogSafe(user_),
+               blocked ? "blocked" : "unblocked");
+}
+
+void Connection::OnFlowChanged() {
+  if (state_ != State::kOpen) return;
+  if (context_->flow->blocked()) {
+    if (has_published_ && !told_blocked_) SendBlockedNotice(true);
+    return;
+  }
+  if (told_blocked_) SendBlockedNotice(false);
+  if (codec_->holding()) DecodeBuffered();
+}
+
+// --- Login --------------------------------------------------------------------------------------
+
+Status Connection::StartLogin(std::string user, std::string password) {
+  user_ = std::move(user);
+  state_ = State::kAuthChecking;
+  return login_.Start(user_, std::move(password), handshake_timer_.expiry(), shared_from_this(),
+                      [this](Status result) { FinishLogin(std::move(result)); });
+}
+
+void Connection::FinishLogin(Status result) {
+  if (state_ != State::kAuthChecking) return;  // closed meanwhile (handshake timeout, shutdown)
+  login_.Record(result);
+  if (!result.ok()) {
+    spdlog::warn("conn={} peer={} user={} login refused: {}", id_, peer_, LogSafe(user_),
+                 LogSafe(result.ToString(), kLogSafeStatusBytes));
+    BeginClose(result, "login refused");
+    return;
+  }
+  state_ = State::kOpen;
+  handshake_timer_.cancel();
+  opened_in_broker_ = true;
+  core_->Attach(shared_from_this());
+  codec_->OnLoggedIn();
+  spdlog::info("conn={} peer={} user={} connection opened", id_, peer_, LogSafe(user_));
+  // Requests the client sent right after its login wait in the decoder.
+  ReadLoop();
+}
+
+// --- Writing ------------------------------------------------------------------------------------
+
+void Connection::OnOutbox(OutboxBatch outbox) {
+  batches_in_flight_ -= outbox.batches_done;
+  if (close_sent_ || state_ == State::kClosed) {
+    // Too late to write: whatever was delivered here is requeued when the broker closes
+    // the session.
+    ReleaseQueuedBytes(outbox.queued_bytes);
+    return;
+  }
+  for (auto& item : outbox.items) codec_->Encode(item, &pending_write_);
+  pending_queued_bytes_ += outbox.queued_bytes;
+  StartWrite();
+  ReadLoop();
+}
+
+void Connection::StartWrite() {
+  if (writing_ || pending_write_.empty() || state_ == State::kClosed) return;
+  writing_ = true;
+  active_write_.swap(pending_write_);
+  active_queued_bytes_ = pending_queued_bytes_;
+  pending_queued_bytes_ = 0;
+  asio::async_write(
+      socket_, asio::buffer(active_write_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnWritten(ec); });
+}
+
+void Connection::OnWritten(const asio::error_code& ec) {
+  writing_ = false;
+  active_write_.clear();
+  ReleaseQueuedBytes(active_queued_bytes_);
+  active_queued_bytes_ = 0;
+  if (ec) {
+    if (ec != asio::error::operation_aborted) CloseSocket("write error: " + ec.message());
+    return;
+  }
+  if (pending_write_.empty() && close_sent_) {
+    CloseSocket(close_reason_);
+    return;
+  }
+  StartWrite();
+  ReadLoop();
+}
+
+void Connection::ReleaseQueuedBytes(uint64_t bytes) {
+  if (bytes == 0) return;
+  uint64_t before = core_->queued_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+  if (before >= SessionCore::kMaxQueuedBytes && before - bytes < SessionCore::kMaxQueuedBytes &&
+      opened_in_broker_ && state_ != State::kClosed) {
+    // The broker may have held deliveries back while this connection was behind: wake it.
+    codec_->PostResume();
+  }
+}
+
+// --- Closing ------------------------------------------------------------------------------------
+
+void Connection::BeginClose(const Status& status, std::string reason) {
+  if (state_ == State::kClosing || state_ == State::kClosed) return;
+  state_ = State::kClosing;
+  core_->closing.store(true, std::memory_order_release);
+  close_reason_ = std::move(reason);
+  LeaveFrameBudget(/*drop_buffer=*/false);  // nothing more is read: let others have its turn
+  if (!opened_in_broker_) {
+    SendClose(status);
+    return;
+  }
+  // Let the broker run everything already read (its replies come back first), then say why.
+  asio::post(*context_->broker_context, [self = shared_from_this(), status] {
+    self->context_->after_broker_work();
+    asio::post(self->executor_, [self, status] {
+      if (self->state_ != State::kClosed) self->SendClose(status);
+    });
+  });
+}
+
+void Connection::SendClose(const Status& status) {
+  codec_->EncodeClose(status, close_reason_, &pending_write_);
+  StartWrite();
+  close_sent_ = true;
+  // A peer that does not read must not hold the connection open forever.
+  close_timer_.expires_after(std::chrono::seconds(5));
+  close_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (!ec) self->CloseSocket(self->close_reason_ + " (close timed out)");
+  });
+}
+
+void Connection::Shutdown(std::string reason) {
+  BeginClose(Status(StatusCode::kShuttingDown, reason), reason);
+}
+
+void Connection::CloseSocket(std::string_view reason) {
+  if (state_ == State::kClosed) return;
+  state_ = State::kClosed;
+  close_timer_.cancel();
+  handshake_timer_.cancel();
+  login_.Cancel();
+  frame_timer_.cancel();
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  // No read is pending any more (the socket is closed): the buffer can go.
+  LeaveFrameBudget(/*drop_buffer=*/true);
+  if (opened_in_broker_) codec_->CloseSessions();
+  // `reason` is the broker's own text, never a client's.
+  spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_), reason);
+  context_->on_session_closed(id_);
+}
+
+}  // namespace wharf::server

@@ -1,0 +1,408 @@
+#include "server/native_session.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/log_safe.h"
+
+namespace wharf::server {
+namespace wire = protocol::wire;
+
+void NativeSession::Execute(std::vector<NativeRequest>& batch) {
+  for (NativeRequest& request : batch) HandleRequest(request);
+  core_->EndBatch();
+}
+
+void NativeSession::Reply(uint64_t request_id, wire::Frame frame) {
+  if (request_id == 0) return;
+  frame.set_request_id(request_id);
+  core_->Add(0, std::move(frame));
+}
+
+void NativeSession::ReplyWhenDurable(uint64_t request_id, wire::Frame frame) {
+  if (frame.body_case() == wire::Frame::BODY_NOT_SET) frame.mutable_ok();
+  context_->broker->AnswerWhenDurable(
+      id_, [request_id, frame = std::move(frame)](broker::SessionPeer& peer,
+                                                  const Status& status) mutable {
+        auto& session = static_cast<NativeSession&>(peer);
+        if (!status.ok()) return session.ReplyStatus(request_id, status);
+        session.Reply(request_id, std::move(frame));
+      });
+}
+
+void NativeSession::ReplyStatus(uint64_t request_id, const Status& status) {
+  if (!status.ok()) {
+    spdlog::debug("conn={} user={} request {} failed: {}", id_, LogSafe(user_), request_id,
+                  LogSafe(status.ToString(), kLogSafeStatusBytes));
+    core_->Add(0, protocol::ErrorFrame(request_id, status));
+    return;
+  }
+  wire::Frame frame;
+  frame.mutable_ok();
+  Reply(request_id, std::move(frame));
+}
+
+void NativeSession::HandleRequest(NativeRequest& request) {
+  broker::Broker& broker = *context_->broker;
+  const uint64_t rid = request.request_id;
+  if (!request.early_error.ok()) return ReplyStatus(rid, request.early_error);
+  wire::Frame& frame = request.frame;
+  wire::Frame reply;
+  switch (frame.body_case()) {
+    case wire::Frame::kPing:
+      // Answered here, in order, so a Pong means every earlier request has run.
+      reply.mutable_pong()->set_nonce(frame.ping().nonce());
+      reply.set_request_id(rid);
+      core_->Add(0, std::move(reply));
+      return;
+    case wire::Frame::kPublish: {
+      const auto& publish = frame.publish();
+      auto outcome =
+          broker.Publish(id_, publish.exchange(), publish.routing_key(), std::move(request.message),
+                         rid, broker::PublishTiming{publish.delay_ms(), publish.deliver_at_ms()});
+      if (!outcome.ok()) return ReplyStatus(rid, outcome.status());
+      if (outcome->deferred) return;  // PublishDone answers once it is on disk
+      if (publish.mandatory() && outcome->result.routed_queues == 0) {
+        wire::Frame returned;
+        auto* r = returned.mutable_returned();
+        r->set_publish_request_id(rid);
+        r->set_reason_code(wire::NO_ROUTE);
+        r->set_reason("message reached no queue");
+        r->set_exchange(publish.exchange());
+        r->set_routing_key(publish.routing_key());
+        protocol::ToWire(outcome->envelope->message, r->mutable_message());
+        core_->Add(0, std::move(returned));
+      }
+      reply.mutable_publish_ok()->set_message_id(outcome->result.message_id);
+      reply.mutable_publish_ok()->set_routed_queues(outcome->result.routed_queues);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kAck: {
+      Status s = broker.Ack(id_, frame.ack().delivery_tag(), frame.ack().multiple());
+      return ReplyStatus(rid, s);
+    }
+    case wire::Frame::kNack: {
+      const auto& nack = frame.nack();
+      broker::Broker::NackOptions options;
+      options.requeue = nack.requeue();
+      options.delay_ms = nack.delay_ms();
+      options.immediate = nack.immediate();
+      options.error = nack.error();
+      return ReplyStatus(rid, broker.Nack(id_, nack.delivery_tag(), nack.multiple(), options));
+    }
+    case wire::Frame::kReject: {
+      const auto& reject = frame.reject();
+      broker::Broker::NackOptions options;
+      options.requeue = reject.requeue();
+      options.error = reject.error();
+      return ReplyStatus(rid, broker.Nack(id_, reject.delivery_tag(), false, options));
+    }
+    case wire::Frame::kExtendLease: {
+      const auto& extend = frame.extend_lease();
+      return ReplyStatus(rid, broker.ExtendLease(id_, extend.delivery_tag(), extend.lease_ms()));
+    }
+    case wire::Frame::kListDelayed: {
+      const auto& list = frame.list_delayed();
+      // The answer comes through ListDelayedDone.
+      Status s = broker.ListDelayed(id_, rid, list.queue(), list.after_deliver_at_ms(),
+                                    list.after_message_id(), list.limit());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kCancelDelayed: {
+      const auto& cancel = frame.cancel_delayed();
+      Status s = broker.CancelDelayed(id_, rid, cancel.queue(), cancel.message_id());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kPeek: {
+      const auto& peek = frame.peek();
+      // The answer comes through PeekDone.
+      Status s = broker.Peek(id_, rid, peek.queue(), peek.after_position(), peek.limit(),
+                             peek.with_body());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kStartRedrive: {
+      const auto& start = frame.start_redrive();
+      // The answer comes through RedriveDone.
+      Status s = broker.StartRedrive(id_, rid, protocol::FromWire(start));
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kCancelRedrive: {
+      Status s = broker.CancelRedrive(id_, rid, frame.cancel_redrive().queue());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kRedriveStatus: {
+      auto tasks = broker.RedriveStatus(id_, frame.redrive_status().queue());
+      if (!tasks.ok()) return ReplyStatus(rid, tasks.status());
+      auto* ok = reply.mutable_redrive_status_ok();
+      for (const RedriveInfo& info : *tasks) protocol::ToWire(info, ok->add_tasks());
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kSubscribe: {
+      const auto& sub = frame.subscribe();
+      auto tag = broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(),
+                                  sub.exclusive(), sub.lease_ms());
+      if (!tag.ok()) return ReplyStatus(rid, tag.status());
+      reply.mutable_subscribe_ok()->set_consumer_tag(*tag);
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kCancel:
+      return ReplyStatus(rid, broker.Cancel(id_, frame.cancel().consumer_tag()));
+    case wire::Frame::kReceive: {
+      const auto& receive = frame.receive();
+      Status s = broker.Receive(id_, rid, receive.queue(), receive.max_messages(),
+                                receive.wait_ms(), receive.lease_ms());
+      if (!s.ok()) ReplyStatus(rid, s);
+      return;
+    }
+    case wire::Frame::kDeclareExchange: {
+      std::optional<ExchangeType> type;
+      ExchangeSpec spec = protocol::FromWire(frame.declare_exchange(), &type);
+      if (!type && !spec.passive) {
+        return ReplyStatus(rid, Status(StatusCode::kInvalidArgument,
+                                       "exchange type must be direct, fanout, topic or headers"));
+      }
+      Status declared = broker.DeclareExchange(spec);
+      if (!declared.ok() || spec.passive || !spec.durable) return ReplyStatus(rid, declared);
+      return ReplyWhenDurable(rid);
+    }
+    case wire::Frame::kDeleteExchange: {
+      broker.TakeDurableTopologyChange();
+      Status deleted = broker.DeleteExchange(frame.delete_exchange().name(),
+                                             frame.delete_exchange().if_unused());
+      if (!deleted.ok() || !broker.TakeDurableTopologyChange()) return ReplyStatus(rid, deleted);
+      return ReplyWhenDurable(rid);
+    }
+    case wire::Frame::kDeclareQueue: {
+      auto spec = protocol::FromWire(frame.declare_queue());
+      if (!spec.ok()) return ReplyStatus(rid, spec.status());
+      const bool stored = spec->durable && !spec->exclusive && !spec->passive;
+      auto info = broker.DeclareQueue(id_, std::move(*spec));
+      if (!info.ok()) return ReplyStatus(rid, info.status());
+      auto* ok = reply.mutable_declare_queue_ok();
+      ok->set_name(info->name);
+      ok->set_ready(info->ready);
+      ok->set_in_flight(info->in_flight);
+      ok->set_consumers(info->consumers);
+      if (stored) return ReplyWhenDurable(rid, std::move(reply));
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kDeleteQueue: {
+      const auto& d = frame.delete_queue();
+      // On OK the answer comes through DeleteQueueDone, once the deletion is on disk.
+      auto n = broker.DeleteQueue(id_, d.name(), d.if_unused(), d.if_empty(), rid);
+      if (!n.ok()) return ReplyStatus(rid, n.status());
+      return;
+    }
+    case wire::Frame::kPurgeQueue: {
+      // On OK the answer comes through PurgeDone, once the purge is on disk.
+      auto n = broker.PurgeQueue(id_, frame.purge_queue().name(), rid);
+      if (!n.ok()) return ReplyStatus(rid, n.status());
+      return;
+    }
+    case wire::Frame::kBind:
+    case wire::Frame::kUnbind: {
+      bool bind = frame.body_case() == wire::Frame::kBind;
+      auto spec = bind ? protocol::FromWire(frame.bind()) : protocol::FromWire(frame.unbind());
+      if (!spec.ok()) return ReplyStatus(rid, spec.status());
+      broker.TakeDurableTopologyChange();
+      Status changed = bind ? broker.Bind(id_, *spec) : broker.Unbind(id_, *spec);
+      if (!changed.ok() || !broker.TakeDurableTopologyChange()) return ReplyStatus(rid, changed);
+      return ReplyWhenDurable(rid);
+    }
+    case wire::Frame::kListQueues: {
+      auto* ok = reply.mutable_list_queues_ok();
+      for (const auto& info : broker.ListQueues(frame.list_queues().prefix())) {
+        protocol::ToWire(info, ok->add_queues());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListConnections: {
+      auto* ok = reply.mutable_list_connections_ok();
+      for (const ConnectionInfo& c : broker.ListConnections()) {
+        protocol::ToWire(c, ok->add_connections());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListConsumers: {
+      auto* ok = reply.mutable_list_consumers_ok();
+      for (const ConsumerInfo& c : broker.ListConsumers(frame.list_consumers().queue())) {
+        protocol::ToWire(c, ok->add_consumers());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListBindings: {
+      auto* ok = reply.mutable_list_bindings_ok();
+      const auto& list = frame.list_bindings();
+      for (const BindingSpec& b : broker.ListBindings(list.exchange(), list.queue())) {
+        protocol::ToWire(b, ok->add_bindings());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kListExchanges: {
+      auto* ok = reply.mutable_list_exchanges_ok();
+      for (const auto& info : broker.ListExchanges()) protocol::ToWire(info, ok->add_exchanges());
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kPutUser:
+    case wire::Frame::kDeleteUser:
+    case wire::Frame::kListUsers:
+      return HandleUserRequest(rid, frame);
+    case wire::Frame::kBackup:
+      return HandleBackup(rid, frame.backup().directory());
+    default:
+      return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
+  }
+}
+
+void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
+  UserDirectory& users = *context_->users;
+  if (!users.IsAdmin(user_)) {
+    return ReplyStatus(
+        rid, Status(StatusCode::kAccessRefused, "user '" + CutForDisplay(user_) +
+                                                    "' is not an admin: managing users needs one"));
+  }
+  if (frame.body_case() == wire::Frame::kListUsers) {
+    wire::Frame reply;
+    for (const UserInfo& info : users.List()) {
+      protocol::ToWire(info, reply.mutable_list_users_ok()->add_users());
+    }
+    return Reply(rid, std::move(reply));
+  }
+  store::StoreBatch batch;
+  std::function<void()> apply;
+  if (frame.body_case() == wire::Frame::kPutUser) {
+    const auto& put = frame.put_user();
+    Status s = users.CheckChange(put.name(), &put.password_hash());
+    if (!s.ok()) return ReplyStatus(rid, s);
+    store::StoredUser user{put.name(), put.password_hash(), put.admin()};
+    batch.Add(store::StoreBatch::PutUser{user});
+    apply = [&users, user] { users.Put(user); };
+  } else {
+    const std::string& name = frame.delete_user().name();
+    Status s = users.CheckChange(name, nullptr);
+    if (s.ok() && !users.Find(name)) {
+      s = Status(StatusCode::kPreconditionFailed,
+                 "user '" + CutForDisplay(name) + "' does not exist");
+    }
+    if (!s.ok()) return ReplyStatus(rid, s);
+    batch.Add(store::StoreBatch::RemoveUser{name});
+    apply = [&users, name] { users.Remove(name); };
+  }
+  // Answered once it is on disk; the change takes effect for logins from then on.
+  context_->store->Commit(
+      std::move(batch), /*sync=*/true, [self = shared_from_this(), rid, apply](Status status) {
+        if (status.ok()) apply();
+        spdlog::info("conn={} user={} user change {}: {}", self->id_, LogSafe(self->user_), rid,
+                     LogSafe(status.ToString(), kLogSafeStatusBytes));
+        self->ReplyStatus(rid, status);
+        self->Flush();
+      });
+}
+
+void NativeSession::HandleBackup(uint64_t rid, const std::string& directory) {
+  if (!context_->users->IsAdmin(user_)) {
+    spdlog::warn("conn={} user={} backup to {} refused: not an admin", id_, LogSafe(user_),
+                 LogSafe(directory));
+    return ReplyStatus(
+        rid, Status(StatusCode::kAccessRefused,
+                    "user '" + CutForDisplay(user_) + "' is not an admin: a backup needs one"));
+  }
+  spdlog::info("conn={} user={} asks for a backup to {}", id_, LogSafe(user_), LogSafe(directory));
+  // The store answers once the copy is complete (or failed), through the broker thread; its
+  // writer and this thread go on meanwhile.
+  context_->store->Backup(directory, [self = shared_from_this(), rid](Result<BackupInfo> result) {
+    if (!result.ok()) {
+      self->ReplyStatus(rid, result.status());
+    } else {
+      wire::Frame reply;
+      protocol::ToWire(*result, reply.mutable_backup_ok());
+      self->Reply(rid, std::move(reply));
+    }
+    self->Flush();
+  });
+}
+
+void NativeSession::PublishDone(uint64_t request_id, const PublishResult& result,
+                                const Status& status) {
+  if (!status.ok()) {
+    if (uint64_t held = 0; unconfirmed_log_.Allow(std::chrono::steady_clock::now(), &held)) {
+      spdlog::warn(
+          "conn={} user={} publish {} (message {}) not confirmed{}: {}", id_, LogSafe(user_),
+          request_id, result.message_id,
+          held == 0 ? std::string() : fmt::format(" ({} more since the last such line)", held),
+          LogSafe(status.ToString(), kLogSafeStatusBytes));
+    }
+    return ReplyStatus(request_id, status);
+  }
+  wire::Frame reply;
+  reply.mutable_publish_ok()->set_message_id(result.message_id);
+  reply.mutable_publish_ok()->set_routed_queues(result.routed_queues);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::CancelDelayedDone(uint64_t request_id, const Result<bool>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_cancel_delayed_ok()->set_cancelled(*result);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::ListDelayedDone(uint64_t request_id, const Result<DelayedPage>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  auto* ok = reply.mutable_list_delayed_ok();
+  for (const DelayedInfo& info : result->messages) protocol::ToWire(info, ok->add_messages());
+  ok->set_more(result->more);
+  ok->set_next_after_deliver_at_ms(result->next_after_deliver_at_ms);
+  ok->set_next_after_message_id(result->next_after_message_id);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::PeekDone(uint64_t request_id, const Result<PeekPage>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  auto* ok = reply.mutable_peek_ok();
+  for (const PeekedMessage& m : result->messages) protocol::ToWire(m, ok->add_messages());
+  ok->set_more(result->more);
+  ok->set_next_after_position(result->next_after);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::RedriveDone(uint64_t request_id, const Result<RedriveInfo>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  protocol::ToWire(*result, reply.mutable_redrive_ok()->mutable_task());
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::PurgeDone(uint64_t request_id, const Result<uint64_t>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_purge_queue_ok()->set_messages_purged(*result);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) {
+  if (!result.ok()) return ReplyStatus(request_id, result.status());
+  wire::Frame reply;
+  reply.mutable_delete_queue_ok()->set_messages_deleted(*result);
+  Reply(request_id, std::move(reply));
+}
+
+void NativeSession::Deliver(broker::Delivery delivery) {
+  core_->AddDelivery(0, std::move(delivery));
+}
+
+void NativeSession::CompleteReceive(uint64_t request_id, std::vector<broker::Delivery> deliveries) {
+  core_->AddReceiveDone(0, ReceiveDone{request_id, std::move(deliveries)});
+}
+
+void NativeSession::ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) {
+  core_->AddCancelNotice(0, CancelNotice{consumer_tag, std::string(reason)});
+}
+
+}  // namespace wharf::server
