@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the same wharf-perf scenarios against wharfd and RabbitMQ on this machine, one after the
-# other, and prints one table: each figure for each broker and the ratio Wharf / RabbitMQ.
+# Runs the same wharf-perf scenarios against wharfd (over its native protocol, and over AMQP
+# 0-9-1 with the same AMQP driver, rabbitmq-c, that drives RabbitMQ) and RabbitMQ on this
+# machine, one after the other, and prints one table: each figure for each, the ratio
+# Wharf / RabbitMQ (native, and over AMQP) and Wharf's AMQP path against its native one.
 #
 #   bench/compare-rabbitmq.sh [--quick] [--build-dir DIR] [--out FILE]
 #
@@ -83,19 +85,29 @@ until rabbitmqctl -n wharfbench@localhost await_startup >/dev/null 2>&1; do
   sleep 1
 done
 
-echo "== starting wharfd on 127.0.0.1:5681"
-"$wharfd" --listen 127.0.0.1:5681 --data-dir "$work/wharf" --log-level warn 2> "$work/wharfd.log" &
+echo "== starting wharfd on 127.0.0.1:5681 (AMQP on 127.0.0.1:5682)"
+"$wharfd" --listen 127.0.0.1:5681 --amqp-listen 127.0.0.1:5682 --data-dir "$work/wharf" \
+  --log-level warn 2> "$work/wharfd.log" &
 wharfd_pid=$!
 sleep 0.5
 
 # run NAME ARGS...: runs the scenario on both brokers, keeps the RESULT lines.
 results="$work/results.txt"
 : > "$results"
+# target BROKER: wharf-perf's flags to reach it.
+target() {
+  case $1 in
+    wharf) echo --driver native --server 127.0.0.1:5681 ;;
+    wharf-amqp) echo --driver amqp --uri amqp://guest:guest@127.0.0.1:5682/ ;;
+    rabbitmq) echo --driver amqp --uri amqp://guest:guest@127.0.0.1:5672/ ;;
+  esac
+}
+brokers="wharf wharf-amqp rabbitmq"
 run() {
   local name=$1; shift
-  for broker in wharf rabbitmq; do
-    local target=(--driver native --server 127.0.0.1:5681)
-    [ $broker = rabbitmq ] && target=(--driver amqp --uri amqp://guest:guest@127.0.0.1:5672/)
+  for broker in $brokers; do
+    local target
+    read -r -a target <<< "$(target $broker)"
     local line
     line=$("$perf" "${target[@]}" --queue "bench-$name" "$@" 2>/dev/null | grep '^RESULT' || true)
     echo "$name $broker ${line#RESULT }" >> "$results"
@@ -109,9 +121,8 @@ run persistent-confirm-4p --persistent --confirm 1000 --producers 4 --consumers 
 # Transient, with confirms so that neither broker is flooded past what it can hold in memory.
 run transient-1p1c --confirm 1000 --producers 1 --consumers 1 --duration $d --delete
 # Drain: fill a persistent backlog (publishers with confirms), then consume it (prefetch 100, ack each).
-for broker in wharf rabbitmq; do
-  target=(--driver native --server 127.0.0.1:5681)
-  [ $broker = rabbitmq ] && target=(--driver amqp --uri amqp://guest:guest@127.0.0.1:5672/)
+for broker in $brokers; do
+  read -r -a target <<< "$(target $broker)"
   "$perf" "${target[@]}" --queue bench-drain --persistent --confirm 1000 --producers 2 \
     --consumers 0 --count $backlog >/dev/null 2>&1
   line=$("$perf" "${target[@]}" --queue bench-drain --persistent --producers 0 --consumers 1 \
@@ -141,21 +152,26 @@ metrics = {
                        ("e2e_p99_us", "us p99", False)],
     "latency-confirm-1": [("conf_p50_us", "us p50", False), ("conf_p99_us", "us p99", False)],
 }
-print("| scenario | figure | Wharf | RabbitMQ | Wharf / RabbitMQ |")
-print("| --- | --- | ---: | ---: | ---: |")
+def verdict(w, b, higher):
+    if not (w and b):
+        return "n/a"
+    if higher:
+        return f"{w / b:.1f}x faster" if w >= b else f"{b / w:.1f}x slower"
+    return f"{b / w:.1f}x lower" if w <= b else f"{w / b:.1f}x higher"
+
+print("| scenario | figure | Wharf (native) | Wharf over AMQP | RabbitMQ "
+      "| Wharf / RabbitMQ | Wharf over AMQP / RabbitMQ | AMQP / native |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for name, ms in metrics.items():
     r = rows.get(name, {})
     for key, unit, higher in ms:
         w = float(r.get("wharf", {}).get(key, 0) or 0)
+        a = float(r.get("wharf-amqp", {}).get(key, 0) or 0)
         b = float(r.get("rabbitmq", {}).get(key, 0) or 0)
-        if not (w and b):
-            verdict = "n/a"
-        elif higher:
-            verdict = f"{w / b:.1f}x faster" if w >= b else f"{b / w:.1f}x slower"
-        else:
-            verdict = f"{b / w:.1f}x lower" if w <= b else f"{w / b:.1f}x higher"
-        print(f"| {name} | {key} ({unit}) | {w:,.0f} | {b:,.0f} | {verdict} |")
-    errs = [r.get(x, {}).get("errors", "?") for x in ("wharf", "rabbitmq")]
-    if errs != ["0", "0"]:
-        print(f"| {name} | errors | {errs[0]} | {errs[1]} | |")
+        ratio = f"{a / w:.2f}" if a and w else "n/a"
+        print(f"| {name} | {key} ({unit}) | {w:,.0f} | {a:,.0f} | {b:,.0f} | "
+              f"{verdict(w, b, higher)} | {verdict(a, b, higher)} | {ratio} |")
+    errs = [r.get(x, {}).get("errors", "?") for x in ("wharf", "wharf-amqp", "rabbitmq")]
+    if errs != ["0", "0", "0"]:
+        print(f"| {name} | errors | {errs[0]} | {errs[1]} | {errs[2]} | | | |")
 PY

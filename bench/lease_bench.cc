@@ -29,6 +29,7 @@ class NullPeer final : public wharf::broker::SessionPeer {
   void PurgeDone(uint64_t, const wharf::Result<uint64_t>&) override {}
   void DeleteQueueDone(uint64_t, const wharf::Result<uint64_t>&) override {}
   void ConsumerCancelled(const std::string&, std::string_view) override {}
+  void AckTimedOut(uint64_t, const std::string&, uint32_t) override {}
   void Flush() override {}
   bool Writable() const override { return true; }
   size_t received = 0;

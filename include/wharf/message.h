@@ -47,10 +47,12 @@ struct Properties {
 // queue update one record (count, last_at_ms); a message keeps at most kMaxDeaths records,
 // the most recent first.
 struct Death {
-  std::string reason;       // "rejected", "max_attempts", "expired" or "max_length"
-  std::string queue;        // where it died
-  std::string exchange;     // as originally published
-  std::string routing_key;  // as originally published
+  std::string reason;  // "rejected", "max_attempts", "expired" or "max_length"
+  std::string queue;   // where it died
+  // The exchange and routing key it had in that queue: as published, or those of the
+  // dead-letter exchange that brought it there (RabbitMQ's x-death exchange, routing-keys).
+  std::string exchange;
+  std::string routing_key;
   uint32_t count = 0;       // deaths of this reason in this queue
   int64_t first_at_ms = 0;  // Unix ms
   int64_t last_at_ms = 0;
@@ -69,6 +71,14 @@ struct Message {
   bool persistent = false;
   int64_t published_at_ms = 0;  // broker receive time, Unix milliseconds
   std::vector<Death> deaths;    // set by the broker: empty unless it was dead-lettered
+  // A message published over AMQP 0-9-1: the raw property bytes of its basic content header,
+  // from the property-flags word on, exactly as the publisher sent them (binary, NULs
+  // included); empty for a message published over the native protocol. AMQP consumers get
+  // these bytes back unchanged: AMQP's property types (field tables of any value type, integer
+  // widths) do not all fit `headers` and `properties`, which hold what the broker decoded from
+  // them. The broker re-encodes them only when it must change a property (dead-lettering,
+  // BCC, direct reply-to). Stored with the message (storage format 6).
+  std::string amqp_properties;
 };
 
 }  // namespace wharf

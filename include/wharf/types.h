@@ -28,6 +28,15 @@ struct ExchangeSpec {
   bool auto_delete = false;        // deleted when its last binding goes
   std::string alternate_exchange;  // unroutable messages go here; "" = none
   bool passive = false;            // only check that it exists
+  // AMQP exchange.declare's `internal`: clients may not publish to it directly; only
+  // exchange-to-exchange bindings feed it. (After `passive`, so that positional initialisers
+  // written before it keep their meaning.)
+  bool internal = false;
+  Headers arguments;  // as declared (AMQP exchange arguments): for equivalence and listings
+  // RabbitMQ's delayed-message exchange (AMQP type x-delayed-message; `type` is then its
+  // x-delayed-type): a message published to it with an integer x-delay header (ms, > 0) is
+  // delayed that long in each queue it routes to (docs/scheduler.md).
+  bool delayed = false;
 };
 
 struct QueueSpec {
@@ -39,7 +48,7 @@ struct QueueSpec {
   // x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, x-max-attempts,
   // x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, x-max-length,
   // x-max-length-bytes, x-overflow (drop-head | reject-publish | reject-publish-dlx),
-  // x-message-ttl.
+  // x-message-ttl, x-expires, x-single-active-consumer (a bool).
   Headers arguments;
   bool passive = false;  // only check that it exists
 };
@@ -167,6 +176,9 @@ struct ExchangeInfo {
   bool auto_delete = false;
   std::string alternate_exchange;
   uint32_t bindings = 0;
+  bool internal = false;  // fed only by exchange-to-exchange bindings (ExchangeSpec::internal)
+  Headers arguments;      // as declared
+  bool delayed = false;   // an x-delayed-message exchange of type `type` (ExchangeSpec::delayed)
 };
 
 // A client connection, as wharfctl connections shows it.
@@ -178,6 +190,10 @@ struct ConnectionInfo {
   uint32_t consumers = 0;
   uint64_t unacked = 0;
   uint32_t pending_receives = 0;
+  std::string protocol;        // "wharf" (native) or "amqp"
+  std::string client;          // the client's name: native Hello, AMQP client properties' product
+  std::string client_version;  // AMQP client properties' version
+  uint32_t channels = 0;       // AMQP: channels open; native: 1 (the connection is one session)
 };
 
 struct ConsumerInfo {
@@ -189,6 +205,11 @@ struct ConsumerInfo {
   uint32_t unacked = 0;
   uint32_t lease_ms = 0;  // 0 = the queue's default
   bool exclusive = false;
+  uint32_t channel = 0;  // the AMQP channel it was made on; 0 for a native connection
+  int32_t priority = 0;  // x-priority: higher priorities are offered messages first
+  // RabbitMQ's activity_status: "up" (offered messages), or on a single-active-consumer queue
+  // "single_active" (the one offered messages) or "waiting".
+  std::string activity;
 };
 
 struct UserInfo {

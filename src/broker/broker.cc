@@ -1,10 +1,14 @@
 #include "broker/broker.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
+#include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
 
 namespace wharf::broker {
@@ -15,6 +19,43 @@ constexpr size_t kMaxNameBytes = 255;
 bool NameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_' || c == '.' || c == ':';
+}
+
+// Valid UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+bool ValidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t length = 0;
+    uint32_t point = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+      point = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      point = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      point = c & 0x07;
+    } else {
+      return false;
+    }
+    if (text.size() - i < length) return false;
+    for (size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      point = (point << 6) | (next & 0x3F);
+    }
+    if ((length == 3 && (point < 0x800 || (point >= 0xD800 && point <= 0xDFFF))) ||
+        (length == 4 && (point < 0x10000 || point > 0x10FFFF))) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
 }
 
 uint64_t ApproximateWireSize(const Message& m) {
@@ -64,6 +105,22 @@ Status ValidateName(std::string_view kind, std::string_view name) {
   return Status::Ok();
 }
 
+Status ValidateAmqpName(std::string_view kind, std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(kind) + " name must be 1 to 255 bytes long");
+  }
+  if (name.find_first_of("\r\n") != std::string_view::npos) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(kind) + " name " + Quote(name) + " contains CR or LF");
+  }
+  if (!ValidUtf8(name)) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(kind) + " name " + Quote(name) + " is not valid UTF-8");
+  }
+  return Status::Ok();
+}
+
 Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* store)
     : options_(options),
       clock_(clock),
@@ -76,7 +133,8 @@ Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* s
   for (auto [name, type] : {std::pair{"amq.direct", ExchangeType::kDirect},
                             {"amq.fanout", ExchangeType::kFanout},
                             {"amq.topic", ExchangeType::kTopic},
-                            {"amq.headers", ExchangeType::kHeaders}}) {
+                            {"amq.headers", ExchangeType::kHeaders},
+                            {"amq.match", ExchangeType::kHeaders}}) {
     ExchangeSpec spec;
     spec.name = name;
     spec.type = type;
@@ -87,12 +145,29 @@ Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* s
 // --- Sessions -----------------------------------------------------------------------------------
 
 void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
-                         std::string address) {
+                         std::string address, SessionOptions options) {
   thread_checker_.Check();
-  auto state = std::make_unique<SessionState>(session_id, std::move(user), std::move(peer));
+  auto state =
+      std::make_unique<SessionState>(session_id, std::move(user), std::move(peer), options);
   state->address = std::move(address);
   state->connected_at_ms = clock_->WallMillis();
+  state->serial = next_session_serial_++;
+  // A native session is its connection; an AMQP channel's connection was (normally) opened
+  // by OpenConnection already.
+  auto [it, inserted] = connections_.try_emplace(state->owner_id());
+  if (inserted) {
+    it->second = ConnectionRecord{
+        state->user(), state->address, state->connected_at_ms,
+        state->own_owner() ? std::move(options.connection) : ConnectionMeta{"amqp", {}, {}}};
+  }
   sessions_.emplace(session_id, std::move(state));
+}
+
+void Broker::OpenConnection(uint64_t owner_id, std::string user, std::string address,
+                            ConnectionMeta meta) {
+  thread_checker_.Check();
+  connections_[owner_id] =
+      ConnectionRecord{std::move(user), std::move(address), clock_->WallMillis(), std::move(meta)};
 }
 
 void Broker::CloseSession(uint64_t session_id) {
@@ -108,23 +183,41 @@ void Broker::CloseSession(uint64_t session_id) {
   std::vector<std::string> tags;
   for (const auto& [tag, consumer] : session.consumers) tags.push_back(tag);
   for (const auto& tag : tags) RemoveConsumer(session, tag, /*notify=*/false, "");
-  // DropQueue edits session.exclusive_queues: walk a copy.
-  std::vector<std::string> exclusive = session.exclusive_queues;
+  DropReplyConsumer(session);
+  if (session.ack_deadline_armed) {
+    ack_deadlines_.erase(std::make_tuple(session.ack_deadline, session.id(), session.serial));
+  }
+  // A channel's session leaves its owner's exclusive queues to CloseOwner.
+  if (session.own_owner()) {
+    DropExclusiveQueues(session_id);
+    connections_.erase(session_id);
+  }
+  sessions_.erase(it);
+}
+
+void Broker::CloseOwner(uint64_t owner_id) {
+  thread_checker_.Check();
+  DropExclusiveQueues(owner_id);
+  connections_.erase(owner_id);
+}
+
+void Broker::DropExclusiveQueues(uint64_t owner_id) {
+  auto it = exclusive_queues_.find(owner_id);
+  if (it == exclusive_queues_.end()) return;
+  // DropQueue edits the owner's list (and may erase it): walk a copy.
+  std::vector<std::string> exclusive = it->second;
   for (const auto& name : exclusive) {
     auto q = queues_.find(name);
     if (q != queues_.end()) DropQueue(q->second, "exclusive queue's connection closed");
   }
-  sessions_.erase(it);
+  exclusive_queues_.erase(owner_id);
 }
 
 void Broker::ResumeSession(uint64_t session_id) {
   thread_checker_.Check();
   SessionState* session = FindSession(session_id);
   if (!session) return;
-  for (const auto& [tag, consumer] : session->consumers) {
-    auto q = queues_.find(consumer->queue);
-    if (q != queues_.end()) ScheduleDispatch(q->second);
-  }
+  ScheduleConsumers(*session);
   // Its long polls may have been passed over too. Resumes are rare; a scan is fine.
   if (session->outstanding_receives > 0) {
     for (auto& [name, queue] : queues_) {
@@ -136,6 +229,92 @@ void Broker::ResumeSession(uint64_t session_id) {
 SessionState* Broker::FindSession(uint64_t session_id) {
   auto it = sessions_.find(session_id);
   return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+const SessionState* Broker::FindSession(uint64_t session_id) const {
+  auto it = sessions_.find(session_id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+uint64_t Broker::OwnerOf(uint64_t session_id) const {
+  const SessionState* session = FindSession(session_id);
+  return session ? session->owner_id() : session_id;
+}
+
+bool Broker::IsAmqp(uint64_t session_id) const {
+  const SessionState* session = FindSession(session_id);
+  return session && session->amqp();
+}
+
+Status Broker::CheckName(bool amqp, std::string_view kind, std::string_view name) const {
+  return amqp ? ValidateAmqpName(kind, name) : ValidateName(kind, name);
+}
+
+std::string Broker::RandomName(std::string_view prefix) {
+  const uint64_t words[2] = {name_rng_(), name_rng_()};
+  return NameOf(prefix, words);
+}
+
+std::string Broker::SecureRandomName(std::string_view prefix) {
+  uint64_t words[2] = {0, 0};
+  size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(words);
+  while (got < sizeof(words)) {
+    ssize_t n = getrandom(bytes + got, sizeof(words) - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (errno != EINTR) {
+      // No kernel randomness (never on Linux >= 3.17): the name generator, not unguessable.
+      spdlog::error("getrandom failed: {}; falling back to the name generator",
+                    std::strerror(errno));
+      return RandomName(prefix);
+    }
+  }
+  return NameOf(prefix, words);
+}
+
+std::string Broker::NameOf(std::string_view prefix, const uint64_t (&words)[2]) {
+  // 16 random bytes in base64url without padding: 22 characters, as RabbitMQ's guids.
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string name(prefix);
+  uint32_t bits = 0;
+  int have = 0;
+  for (int byte = 0; byte < 16; ++byte) {
+    bits = (bits << 8) | static_cast<uint8_t>(words[byte / 8] >> (8 * (byte % 8)));
+    have += 8;
+    while (have >= 6) {
+      have -= 6;
+      name.push_back(kAlphabet[(bits >> have) & 0x3F]);
+    }
+  }
+  name.push_back(kAlphabet[(bits << (6 - have)) & 0x3F]);  // the last 2 bits
+  return name;
+}
+
+void Broker::ScheduleConsumers(const SessionState& session) {
+  for (const auto& [tag, consumer] : session.consumers) {
+    auto q = queues_.find(consumer->queue);
+    if (q != queues_.end()) ScheduleDispatch(q->second);
+  }
+}
+
+void Broker::NoteSettled(const SessionState& session, size_t unacked_before) {
+  if (session.prefetch_limit != 0 && unacked_before >= session.prefetch_limit &&
+      session.HasSessionCredit()) {
+    ScheduleConsumers(session);
+  }
+}
+
+Status Broker::SetSessionPrefetch(uint64_t session_id, uint32_t count) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  const uint32_t before = session->prefetch_limit;
+  session->prefetch_limit = count;
+  // Lowered: deliveries out stay out; consumers wait until the session is under the limit.
+  if (before != 0 && (count == 0 || count > before)) ScheduleConsumers(*session);
+  return Status::Ok();
 }
 
 void Broker::MarkDirty(SessionState& session) {
@@ -151,6 +330,11 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
                                        uint64_t request_id, PublishTiming timing) {
   thread_checker_.Check();
   const int64_t now_ms = clock_->WallMillis();
+  Exchange* exchange = exchange_name.empty() ? nullptr : FindExchange(exchange_name);
+  if (timing.delay_ms == 0 && timing.deliver_at_ms == 0 && exchange && exchange->spec().delayed) {
+    // A delayed-message exchange takes the delay from the message (RabbitMQ's plugin).
+    timing.delay_ms = DelayHeader(message.headers);
+  }
   int64_t due_ms = 0;  // > 0: delayed until then
   if (timing.delay_ms != 0 || timing.deliver_at_ms != 0) {
     if (timing.delay_ms != 0 && timing.deliver_at_ms != 0) {
@@ -168,21 +352,42 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     return Status(StatusCode::kInvalidArgument, "routing key longer than 255 bytes");
   }
   std::vector<Queue*> targets;
+  if (exchange_name.empty() && routing_key.size() > kReplyTo.size() &&
+      routing_key.starts_with(kReplyTo) && routing_key[kReplyTo.size()] == '.') {
+    return PublishReply(routing_key, std::move(message));
+  }
   if (exchange_name.empty()) {
     auto it = queues_.find(routing_key);
     // Anyone may publish to an exclusive queue (RPC reply queues); only its owner consumes.
     if (it != queues_.end()) targets.push_back(it->second.get());
   } else {
-    Exchange* exchange = FindExchange(exchange_name);
     if (!exchange) {
       return Status(StatusCode::kExchangeNotFound,
                     "exchange " + Quote(exchange_name) + " not found");
+    }
+    // An internal exchange is fed by exchange-to-exchange bindings only (AMQP's `internal`).
+    if (exchange->spec().internal) {
+      return Status(
+          StatusCode::kAccessRefused,
+          IsAmqp(session_id)
+              ? "cannot publish to internal " + rabbitmq::Resource("exchange", exchange_name)
+              : "cannot publish to internal exchange " + Quote(exchange_name));
     }
     std::vector<const Exchange*> visited;
     RouteThrough(exchange, routing_key, message.headers, &targets, &visited);
     // Two paths (exchange-to-exchange bindings) may reach one queue: it gets one copy.
     std::sort(targets.begin(), targets.end());
     targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  }
+  // Expiration "0" into a queue with messages ahead of it (or deep enough to page): it cannot
+  // be delivered at once, so it expires at once, never stored.
+  std::vector<Queue*> expire_now;
+  if (timing.expire_undelivered && due_ms == 0) {
+    std::erase_if(targets, [&](Queue* queue) {
+      if (!queue->HasReady() && !queue->ShouldPage(options_.page_limits)) return false;
+      expire_now.push_back(queue);
+      return true;
+    });
   }
   // Length limits (docs/lifecycle.md): a full reject-publish queue does not take it.
   std::vector<Queue*> full;
@@ -242,6 +447,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       continue;
     }
     uint64_t seq = queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
+    if (timing.expire_undelivered) queue->expire_unless_delivered().push_back(seq);
     if (modes[i] != kRam) {
       Persist(store::StoreBatch::PutEntry{store::EntryRef{queue->store_id(), seq,
                                                           envelope->message.id, 0, flags,
@@ -254,6 +460,14 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     if (due_ms == 0 && queue->policy().has_length_limit() &&
         queue->policy().overflow == QueuePolicy::Overflow::kDropHead) {
       if (auto it = queues_.find(queue->name()); it != queues_.end()) DropHeads(it->second);
+    }
+  }
+  // Expiration "0" where it could not be delivered at once: dead-lettered now (also when a
+  // full queue refuses the publish below: these queues took it).
+  for (Queue* queue : expire_now) {
+    if (auto it = queues_.find(queue->name()); it != queues_.end()) {
+      ++queue->expired_total;
+      DeadLetter(it->second, QueuedMessage{envelope, 0, 0, false, 0, 0, nullptr}, "expired");
     }
   }
   if (!full.empty()) {
@@ -283,7 +497,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   }
   PublishOutcome outcome;
   outcome.result.message_id = envelope->message.id;
-  outcome.result.routed_queues = static_cast<uint32_t>(targets.size());
+  outcome.result.routed_queues = static_cast<uint32_t>(targets.size() + expire_now.size());
   outcome.envelope = std::move(envelope);
   if (persistent && references > 0) {
     // Confirmed when the batch holding it is synced; one sync serves every publish in it.
@@ -295,117 +509,6 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     }
   }
   return outcome;
-}
-
-Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& queue_name,
-                                      std::string consumer_tag, uint32_t prefetch, bool exclusive,
-                                      uint32_t lease_ms) {
-  thread_checker_.Check();
-  SessionState* session = FindSession(session_id);
-  if (!session) return Status(StatusCode::kInternal, "no session");
-  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
-  WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms));
-  if (consumer_tag.empty()) {
-    consumer_tag = "ctag-" + std::to_string(session_id) + "-" +
-                   std::to_string(session->next_consumer_number++);
-  }
-  WHARF_RETURN_IF_ERROR(ValidateName("consumer tag", consumer_tag));
-  if (session->consumers.contains(consumer_tag)) {
-    return Status(StatusCode::kConsumerTagInUse,
-                  "consumer tag " + Quote(consumer_tag) + " is already in use on this connection");
-  }
-  for (const auto& other : queue->consumers()) {
-    if (other->exclusive || exclusive) {
-      return Status(StatusCode::kResourceLocked,
-                    "queue " + Quote(queue_name) +
-                        (other->exclusive ? " has an exclusive consumer"
-                                          : " has consumers; cannot add an exclusive one"));
-    }
-  }
-  auto consumer = std::make_shared<Consumer>();
-  consumer->tag = consumer_tag;
-  consumer->session = session;
-  consumer->queue = queue_name;
-  consumer->prefetch = prefetch;
-  consumer->exclusive = exclusive;
-  consumer->lease_ms = lease_ms;
-  queue->consumers().push_back(consumer);
-  session->consumers.emplace(consumer_tag, consumer);
-  ScheduleDispatch(queue);
-  return consumer_tag;
-}
-
-Status Broker::Cancel(uint64_t session_id, std::string_view consumer_tag) {
-  thread_checker_.Check();
-  SessionState* session = FindSession(session_id);
-  if (!session || !session->consumers.contains(consumer_tag)) {
-    return Status(StatusCode::kConsumerNotFound,
-                  "no consumer " + Quote(consumer_tag) + " on this connection");
-  }
-  RemoveConsumer(*session, std::string(consumer_tag), /*notify=*/false, "");
-  return Status::Ok();
-}
-
-void Broker::RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
-                            std::string_view reason) {
-  auto it = session.consumers.find(tag);
-  if (it == session.consumers.end()) return;
-  std::shared_ptr<Consumer> consumer = it->second;
-  session.consumers.erase(it);
-  consumer->active = false;
-  consumer->session = nullptr;
-  if (notify) {
-    session.peer().ConsumerCancelled(tag, reason);
-    MarkDirty(session);
-  }
-  auto q = queues_.find(consumer->queue);
-  if (q == queues_.end()) return;
-  auto& list = q->second->consumers();
-  std::erase(list, consumer);
-  if (q->second->next_consumer() >= list.size()) q->second->next_consumer() = 0;
-  if (list.empty() && q->second->spec().auto_delete && !notify) {
-    DropQueue(q->second, "auto-delete queue lost its last consumer");
-  }
-}
-
-Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::string& queue_name,
-                       uint32_t max_messages, uint32_t wait_ms, uint32_t lease_ms) {
-  thread_checker_.Check();
-  if (!FindSession(session_id)) return Status(StatusCode::kInternal, "no session");
-  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
-  WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms));
-  for (const auto& consumer : queue->consumers()) {
-    if (consumer->exclusive) {
-      return Status(StatusCode::kResourceLocked,
-                    "queue " + Quote(queue_name) + " has an exclusive consumer");
-    }
-  }
-  if (max_messages == 0) max_messages = 1;
-  if (max_messages > options_.max_receive_batch) {
-    return Status(StatusCode::kInvalidArgument, "max_messages " + std::to_string(max_messages) +
-                                                    " exceeds the limit of " +
-                                                    std::to_string(options_.max_receive_batch));
-  }
-  wait_ms = std::min(wait_ms, options_.max_receive_wait_ms);
-  SessionState* session = FindSession(session_id);
-  if (session->outstanding_receives >= options_.max_receives_per_session) {
-    return Status(StatusCode::kResourceExhausted,
-                  "this connection already has " +
-                      std::to_string(options_.max_receives_per_session) +
-                      " Receive requests waiting");
-  }
-  ++session->outstanding_receives;
-  PullWaiter waiter;
-  waiter.waiter_id = next_waiter_id_++;
-  waiter.session_id = session_id;
-  waiter.request_id = request_id;
-  waiter.max_messages = max_messages;
-  waiter.lease_ms = lease_ms;
-  waiter.deadline = receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
-                                               std::pair{queue_name, waiter.waiter_id});
-  queue->waiters().push_back(waiter);
-  ScheduleDispatch(queue);
-  return Status::Ok();
 }
 
 // --- Dispatch -----------------------------------------------------------------------------------
@@ -425,9 +528,9 @@ void Broker::CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deli
   }
 }
 
-Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queue,
-                       QueuedMessage message, const std::shared_ptr<Consumer>& consumer,
-                       uint32_t lease_ms) {
+Delivery Broker::NewDelivery(SessionState& session, const std::shared_ptr<Queue>& queue_ptr,
+                             QueuedMessage& message, const Consumer* consumer, bool settled) {
+  Queue& queue = *queue_ptr;
   ++message.receive_count;
   if (message.first_received_at_ms == 0) message.first_received_at_ms = clock_->WallMillis();
   if (message.stored) {
@@ -435,17 +538,17 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
       // Messages are delivered in sequence order, so one mark per queue records every first
       // delivery (MarkDelivered, written at the flush): after a crash they come back
       // redelivered, without a write per delivery.
-      queue->NoteDelivered(message.seq);
-      if (!queue->delivered_mark_pending) {
-        queue->delivered_mark_pending = true;
-        delivered_marks_.push_back(queue);
+      queue.NoteDelivered(message.seq);
+      if (!queue.delivered_mark_pending) {
+        queue.delivered_mark_pending = true;
+        delivered_marks_.push_back(queue_ptr);
       }
-    } else {
+    } else if (!settled) {
       // Later deliveries rewrite the entry with the count (not synced: a crash may lose the
       // last few increments, never a message).
       bool inline_entry = message.store_flags & store::kEntryInline;
       Persist(store::StoreBatch::PutEntry{store::EntryRef{
-          queue->store_id(), message.seq, message.envelope->message.id, message.receive_count,
+          queue.store_id(), message.seq, message.envelope->message.id, message.receive_count,
           message.store_flags, inline_entry ? message.envelope : nullptr,
           message.first_received_at_ms, message.failures}});
     }
@@ -456,21 +559,85 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
   delivery.envelope = message.envelope;
   delivery.receive_count = message.receive_count;
   delivery.redelivered = message.receive_count > 1;
-  delivery.queue = queue->name();
+  delivery.queue = queue.name();
   delivery.first_received_at_ms = message.first_received_at_ms;
   delivery.failures = message.failures;
+  delivery.delivery_count_header = queue.policy().delivery_count_header;
+  ++queue.delivered_total;
+  if (message.receive_count > 1) ++queue.redelivered_total;
+  return delivery;
+}
+
+Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queue,
+                       QueuedMessage message, const std::shared_ptr<Consumer>& consumer,
+                       uint32_t lease_ms) {
+  Delivery delivery = NewDelivery(session, queue, message, consumer.get(), /*settled=*/false);
   if (lease_ms == 0) lease_ms = queue->policy().lease_ms;
-  delivery.lease_ms = lease_ms;
   ++queue->in_flight;
-  ++queue->delivered_total;
-  if (message.receive_count > 1) ++queue->redelivered_total;
   if (consumer) ++consumer->unacked;
-  SteadyTime deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
-  leases_.Add(LeaseRef{session.id(), delivery.delivery_tag, deadline});
   ++deliveries_in_flight_;
-  if (leases_.size() > 2 * deliveries_in_flight_ + 65'536) CompactLeases();
-  session.unacked.emplace_hint(session.unacked.end(), delivery.delivery_tag,
-                               InFlight{queue, std::move(message), consumer, deadline, lease_ms});
+  SteadyTime deadline = SteadyTime::max();  // no lease: in no timer, never due
+  if (lease_ms != kNoLease) {
+    delivery.lease_ms = lease_ms;
+    deadline = clock_->Now() + std::chrono::milliseconds(lease_ms);
+    leases_.Add(LeaseRef{session.id(), delivery.delivery_tag, deadline});
+    if (leases_.size() > 2 * deliveries_in_flight_ + 65'536) CompactLeases();
+  }
+  const SteadyTime now = clock_->Now();
+  session.unacked.emplace_hint(
+      session.unacked.end(), delivery.delivery_tag,
+      InFlight{queue, std::move(message), consumer, deadline, lease_ms, now});
+  if (session.ack_timeout_ms() != 0 && !session.ack_deadline_armed) {
+    ArmAckDeadline(session, now + std::chrono::milliseconds(session.ack_timeout_ms()));
+  }
+  return delivery;
+}
+
+void Broker::ArmAckDeadline(SessionState& session, SteadyTime deadline) {
+  session.ack_deadline_armed = true;
+  session.ack_deadline = deadline;
+  ack_deadlines_.emplace(deadline, session.id(), session.serial);
+}
+
+void Broker::ExpireAckTimeouts() {
+  const SteadyTime now = clock_->Now();
+  struct TimedOut {
+    std::shared_ptr<SessionPeer> peer;
+    uint64_t delivery_tag;
+    std::string consumer_tag;
+    uint32_t timeout_ms;
+  };
+  std::vector<TimedOut> timed_out;
+  while (!ack_deadlines_.empty() && std::get<0>(*ack_deadlines_.begin()) <= now) {
+    auto [deadline, session_id, serial] = *ack_deadlines_.begin();
+    ack_deadlines_.erase(ack_deadlines_.begin());
+    SessionState* session = FindSession(session_id);
+    if (session == nullptr || session->serial != serial) continue;  // gone, or another one
+    session->ack_deadline_armed = false;
+    if (session->unacked.empty()) continue;  // armed again by its next delivery
+    // Tags grow with time: the first unsettled one is the oldest.
+    const auto& [tag, oldest] = *session->unacked.begin();
+    const SteadyTime due =
+        oldest.delivered_at + std::chrono::milliseconds(session->ack_timeout_ms());
+    if (due > now) {
+      ArmAckDeadline(*session, due);
+      continue;
+    }
+    MarkDirty(*session);
+    timed_out.push_back(TimedOut{session->peer_ptr(), tag,
+                                 oldest.consumer ? oldest.consumer->tag : std::string(),
+                                 session->ack_timeout_ms()});
+  }
+  // The peers close their sessions in here (CloseSession): not while walking the deadlines.
+  for (TimedOut& t : timed_out) t.peer->AckTimedOut(t.delivery_tag, t.consumer_tag, t.timeout_ms);
+}
+
+Delivery Broker::DeliverSettled(SessionState& session, const std::shared_ptr<Queue>& queue,
+                                QueuedMessage message, const Consumer* consumer) {
+  Delivery delivery = NewDelivery(session, queue, message, consumer, /*settled=*/true);
+  // As an ack (SettleOne): gone from the queue and the store.
+  ++queue->acked_total;
+  Unstore(*queue, message);
   return delivery;
 }
 
@@ -483,6 +650,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
   // Long polls first: they are waiting for exactly this. A connection that is behind on
   // writing keeps its place in line; ResumeSession brings it back.
   std::vector<PullWaiter> behind;
+  bool served = false;  // a long poll ended: x-expires counts from then
   while (!waiters.empty() && queue->HasReady()) {
     PullWaiter waiter = waiters.front();
     waiters.pop_front();
@@ -514,27 +682,43 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
       break;
     }
     CompleteWaiter(waiter, std::move(deliveries));
+    served = true;
   }
   waiters.insert(waiters.begin(), behind.begin(), behind.end());
-  // Then push consumers, round-robin among those with credit.
-  auto& consumers = queue->consumers();
+  if (served) TouchQueue(*queue);
+  // Then push consumers: the highest priority that can take one, round-robin within it;
+  // only the active one on a single-active-consumer queue (consumer_set.h). A consumer can
+  // take one with its own credit, its session's channel-wide prefetch (unless auto-ack), and
+  // a connection that is keeping up.
+  ConsumerSet& consumers = queue->consumers();
+  auto can_take = [](const Consumer& candidate) {
+    return candidate.HasCredit() && (candidate.auto_ack || candidate.session->HasSessionCredit()) &&
+           candidate.session->peer().Writable();
+  };
   while (queue->HasReady() && !consumers.empty()) {
-    std::shared_ptr<Consumer> chosen;
-    size_t n = consumers.size();
-    for (size_t i = 0; i < n; ++i) {
-      size_t index = (queue->next_consumer() + i) % n;
-      if (consumers[index]->HasCredit() && consumers[index]->session->peer().Writable()) {
-        chosen = consumers[index];
-        queue->next_consumer() = (index + 1) % n;
-        break;
-      }
-    }
+    std::shared_ptr<Consumer> chosen = consumers.Next(can_take);
     if (!chosen) break;
     auto message = queue->Pop(now_ms, &expired);
     if (!message) break;
     SessionState& session = *chosen->session;
-    session.peer().Deliver(Track(session, queue, std::move(*message), chosen, chosen->lease_ms));
+    session.peer().Deliver(
+        chosen->auto_ack ? DeliverSettled(session, queue, std::move(*message), chosen.get())
+                         : Track(session, queue, std::move(*message), chosen, chosen->lease_ms));
     MarkDirty(session);
+  }
+  // Expiration "0": what this dispatch did not deliver expires now.
+  for (uint64_t seq : std::exchange(queue->expire_unless_delivered(), {})) {
+    if (auto message = queue->Take(seq)) {
+      ++queue->expired_total;
+      expired.push_back(std::move(*message));
+    }
+  }
+  if (queue->policy().expire_undelivered) {
+    // x-message-ttl 0 (RabbitMQ's rules): what no one could take at once expires now.
+    while (auto message = queue->Pop(now_ms, &expired)) {
+      ++queue->expired_total;
+      expired.push_back(std::move(*message));
+    }
   }
   for (QueuedMessage& m : expired) DeadLetter(queue, std::move(m), "expired");
   if (store_ && queue->NeedsLoad(options_.load_batch, options_.page_limits.max_bytes)) {
@@ -590,6 +774,7 @@ void Broker::OnTimer() {
   }
   ReleaseDue();
   ExpireLeases();
+  ExpireAckTimeouts();
   ExpireMessages();
   RunRedrives();
   while (!receive_deadlines_.empty() && receive_deadlines_.begin()->first <= now) {
@@ -604,11 +789,13 @@ void Broker::OnTimer() {
     PullWaiter waiter = *it;
     waiters.erase(it);
     if (SessionState* session = FindSession(waiter.session_id)) {
+      TouchQueue(*q->second);  // x-expires counts from the end of the wait
       --session->outstanding_receives;
       session->peer().CompleteReceive(waiter.request_id, {});
       MarkDirty(*session);
     }
   }
+  ExpireIdleQueues();
 }
 
 std::optional<SteadyTime> Broker::NextDeadline() const {
@@ -621,8 +808,14 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
     next = release;
   }
   if (auto lease = leases_.next(); lease && (!next || *lease < *next)) next = lease;
+  if (!ack_deadlines_.empty() && (!next || std::get<0>(*ack_deadlines_.begin()) < *next)) {
+    next = std::get<0>(*ack_deadlines_.begin());
+  }
   if (auto expiry = expiries_.next(); expiry && (!next || *expiry < *next)) next = expiry;
   if (auto redrive = NextRedriveDeadline(); redrive && (!next || *redrive < *next)) next = redrive;
+  if (!idle_queues_.empty() && (!next || idle_queues_.begin()->first < *next)) {
+    next = idle_queues_.begin()->first;
+  }
   return next;
 }
 

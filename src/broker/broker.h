@@ -14,7 +14,10 @@
 // prefetch N never holds more than N unsettled deliveries; competing consumers are served
 // round-robin among those with credit; a message that is nacked with requeue, or that was
 // outstanding on a connection that closed, goes back to its original position with its
-// receive count kept and `redelivered` set.
+// receive count kept and `redelivered` set. AMQP connections open one session per channel, all
+// with the connection as owner (docs/lifecycle.md, "AMQP sessions"): their deliveries hold no
+// lease (kNoLease), and they add no-ack consumers, Get, RequeueAll, a channel-wide prefetch,
+// exact settles and RabbitMQ's naming and declaration rules.
 //
 // Durability (docs/storage.md): with a MessageStore, every change to durable state is added to
 // one StoreBatch per Flush() and committed. A publish that wrote a persistent message is
@@ -36,6 +39,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -93,7 +97,9 @@ struct QueueMetrics {
 
 struct BrokerMetrics {
   std::vector<QueueMetrics> queues;
-  uint64_t connections = 0;
+  uint64_t connections = 0;       // both protocols
+  uint64_t amqp_connections = 0;  // of them, AMQP's
+  uint64_t amqp_channels = 0;     // channels open on them
   uint64_t consumers = 0;
   uint64_t deliveries_in_flight = 0;
   Histogram confirm_ms;
@@ -107,6 +113,10 @@ struct BrokerMetrics {
 struct PublishTiming {
   uint64_t delay_ms = 0;
   int64_t deliver_at_ms = 0;
+  // AMQP's per-message expiration "0": the message lives only if a consumer takes it at once
+  // (in the dispatch that follows the publish, into a queue with nothing ready ahead of it);
+  // otherwise it expires (dead-lettered as expired, or dropped) as RabbitMQ does.
+  bool expire_undelivered = false;
 };
 
 struct PublishOutcome {
@@ -114,6 +124,19 @@ struct PublishOutcome {
   EnvelopePtr envelope;  // the accepted message, for a mandatory return
   // The answer comes later, through SessionPeer::PublishDone, once the message is on disk.
   bool deferred = false;
+};
+
+// A lease_ms (Subscribe, Receive, Get) for deliveries that hold no lease: never in the lease
+// timer, never redelivered while their session lives; their Delivery::lease_ms is 0. AMQP's
+// deliveries are all such. Subscribe and Receive take it only from sessions opened with
+// SessionOptions::amqp (from a native client the value stays out of range, as it always was);
+// Get from any session.
+inline constexpr uint32_t kNoLease = UINT32_MAX;
+
+// What Broker::Get took.
+struct GetResult {
+  std::optional<Delivery> delivery;  // none: no ready message in RAM (see Get)
+  uint64_t message_count = 0;        // ready messages left after this one, paged ones included
 };
 
 // How a settle counts (Broker::SettleOne).
@@ -134,13 +157,28 @@ class Broker {
   Status Recover(const store::RecoveredState& state);
 
   // --- Sessions -------------------------------------------------------------------------------
+  // `options.owner_id`: the owner of the exclusive queues the session declares (an AMQP
+  // connection, for each of its channels' sessions); 0: the session owns its own.
   void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
-                   std::string address = {});
-  // Requeues everything the session held, cancels its consumers, deletes its exclusive queues.
+                   std::string address = {}, SessionOptions options = {});
+  // Requeues everything the session held and cancels its consumers (an auto-delete queue that
+  // loses its last consumer goes). A session that is its own owner (native) also deletes its
+  // exclusive queues; a channel's session leaves them to its owner's CloseOwner.
   void CloseSession(uint64_t session_id);
+  // An AMQP connection logged in (`owner_id`: the owner of its channels' sessions): listed by
+  // ListConnections from now on, with or without channels, until CloseOwner. A native
+  // session is its own connection and needs no call (SessionOptions::connection).
+  void OpenConnection(uint64_t owner_id, std::string user, std::string address,
+                      ConnectionMeta meta);
+  // Deletes the exclusive queues of `owner_id` (an AMQP connection, once the server closed
+  // every session of its channels; consumers still on them are cancelled with notice), and
+  // forgets the connection.
+  void CloseOwner(uint64_t owner_id);
   size_t session_count() const { return sessions_.size(); }
   // Entries in the lease timer, stale ones included (tests: they must not pile up).
   size_t lease_entries() const { return leases_.size(); }
+  // Entries in the ack-timeout timer (tests: a closed session leaves none).
+  size_t ack_deadline_entries() const { return ack_deadlines_.size(); }
   // The server is stopping: the connections it closes from now on hand their deliveries back
   // without counting an attempt (x-max-attempts).
   void BeginShutdown() { shutting_down_ = true; }
@@ -149,6 +187,10 @@ class Broker {
 
   // --- Topology ------------------------------------------------------------------------------
   Status DeclareExchange(const ExchangeSpec& spec);
+  // The same, with the naming rules of the session (SessionOptions::amqp: RabbitMQ's names,
+  // no validation of a passive declare's name, 406 for an existing amq.* exchange redeclared
+  // with other flags).
+  Status DeclareExchange(uint64_t session_id, const ExchangeSpec& spec);
   Status DeleteExchange(std::string_view name, bool if_unused);
   Result<QueueInfo> DeclareQueue(uint64_t session_id, QueueSpec spec);
   // Returns the number of ready messages dropped with the queue. With a `request_id` (0
@@ -198,17 +240,50 @@ class Broker {
   // in delivery order; the answer comes through SessionPeer::ListDelayedDone.
   Status ListDelayed(uint64_t session_id, uint64_t request_id, const std::string& queue,
                      int64_t after_due_ms, uint64_t after_message_id, uint32_t limit);
+  // Whether the session may use the queue: kQueueNotFound, or kResourceLocked for another
+  // owner's exclusive queue (what Subscribe, Receive and Get check first).
+  Status CheckQueue(uint64_t session_id, std::string_view queue) const {
+    return FindQueue(session_id, queue).status();
+  }
   // Returns the consumer tag (generated when `consumer_tag` is empty).
-  // `lease_ms`: each delivery's lease (0 = the queue's default; at most its maximum).
+  // `lease_ms`: each delivery's lease (0 = the queue's default; at most its maximum; kNoLease
+  // for an AMQP session). `auto_ack` (AMQP no-ack): each delivery still takes the session's
+  // next delivery tag but is settled as acked when dispatched (it is never unacked); prefetch
+  // (the consumer's and the session's) does not apply, only the peer's Writable() bounds it.
+  // `priority` (x-priority): higher priorities are offered messages first (consumer_set.h).
+  // An exclusive consumer on a single-active-consumer queue is refused (kResourceLocked;
+  // RabbitMQ's 403 for AMQP).
   Result<std::string> Subscribe(uint64_t session_id, const std::string& queue,
                                 std::string consumer_tag, uint32_t prefetch, bool exclusive,
-                                uint32_t lease_ms = 0);
+                                uint32_t lease_ms = 0, bool auto_ack = false, int32_t priority = 0);
   Status Cancel(uint64_t session_id, std::string_view consumer_tag);
   // On OK the answer comes later through SessionPeer::CompleteReceive (at the latest after
   // wait_ms); on error nothing else is sent.
   Status Receive(uint64_t session_id, uint64_t request_id, const std::string& queue,
                  uint32_t max_messages, uint32_t wait_ms, uint32_t lease_ms = 0);
-  Status Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple);
+  // Takes the queue's head ready message now (AMQP basic.get): no waiting, not behind waiting
+  // Receives, not bounded by any prefetch, but counted in the session's unacked (and so in
+  // its channel-wide prefetch) unless `no_ack`, which settles it as acked at once. Errors:
+  // kQueueNotFound, kResourceLocked (another owner's exclusive queue). An exclusive consumer
+  // on the queue does not stop it (RabbitMQ's rule). No delivery when no ready message is in
+  // RAM: when the
+  // ready head is paged out (a deep queue just restarted) this starts its load and answers
+  // empty with message_count counting the paged ones; a Get after the load finds them.
+  Result<GetResult> Get(uint64_t session_id, std::string_view queue, bool no_ack,
+                        uint32_t lease_ms = kNoLease);
+  // With `exact` (RabbitMQ's rule) the tag must itself be outstanding (tag 0 with `multiple`:
+  // everything outstanding, possibly nothing), else kUnknownDeliveryTag and nothing is settled.
+  // Without it, `multiple` needs only some outstanding tag up to `delivery_tag`.
+  Status Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool exact = false);
+  // Every unacked delivery of the session goes back to its position at once, redelivered, not
+  // counted as a failure (AMQP basic.recover requeue=true); x-max-attempts applies as to a
+  // closed connection's deliveries.
+  Status RequeueAll(uint64_t session_id);
+  // Channel-wide prefetch (AMQP basic.qos global=true): the session's consumers together get
+  // no more deliveries while the session holds `count` unacked ones, every unacked counted
+  // (Receive and Get ones too); each consumer's own prefetch applies as well. 0 = no limit.
+  // Raising or clearing it dispatches the session's consumers' queues again.
+  Status SetSessionPrefetch(uint64_t session_id, uint32_t count);
   // A failed delivery (docs/lifecycle.md). Without `requeue` the message is rejected (dropped).
   // With it, it comes back: after `delay_ms` when given, else at once when `immediate` or
   // when the queue has no retry policy, else after the policy's backoff. `error` (cut to
@@ -218,16 +293,34 @@ class Broker {
     uint64_t delay_ms = 0;
     bool immediate = false;
     std::string_view error;
+    bool exact = false;  // as Ack's `exact`
   };
   Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, NackOptions options);
   Status Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool requeue,
               uint64_t delay_ms = 0) {
     return Nack(session_id, delivery_tag, multiple,
-                NackOptions{requeue, delay_ms, /*immediate=*/false, {}});
+                NackOptions{requeue, delay_ms, /*immediate=*/false, {}, /*exact=*/false});
   }
   // Sets the delivery's lease to end `lease_ms` from now (at most the queue's maximum).
-  // kLeaseExpired when it already ran out.
+  // kLeaseExpired when it already ran out; kInvalidArgument for a delivery without a lease
+  // (kNoLease).
   Status ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t lease_ms);
+
+  // --- Direct reply-to (broker_reply_to.cc; docs/amqp.md) ------------------------------------
+  // RabbitMQ's amq.rabbitmq.reply-to, for AMQP sessions: a session consumes the pseudo-queue
+  // kReplyTo (no-ack only, one consumer per session: kPreconditionFailed otherwise) and gets
+  // an unguessable address, kReplyTo + "." + 22 random characters; a publish to the default
+  // exchange with that routing key goes straight to that consumer (never queued nor stored),
+  // as long as it exists (else it reaches nothing). Cancel with its tag, or the session's
+  // close, ends it.
+  static constexpr std::string_view kReplyTo = "amq.rabbitmq.reply-to";
+  Result<std::string> SubscribeReplyTo(uint64_t session_id, std::string consumer_tag, bool no_ack);
+  // The session's reply address (what a publish's reply-to "amq.rabbitmq.reply-to" becomes);
+  // kPreconditionFailed when it has no reply consumer.
+  Result<std::string> ReplyToAddress(uint64_t session_id) const;
+  // Whether `name` (kReplyTo, or a reply address) may be declared passively: the bare name
+  // always, an address while its consumer exists.
+  bool ReplyToExists(std::string_view name) const;
 
   // Lists up to `limit` ready messages of `queue` after `after_position`, in delivery order,
   // taking none (broker_peek.cc); the answer comes through SessionPeer::PeekDone.
@@ -269,16 +362,47 @@ class Broker {
     kDrop,
   };
 
+  // kQueueNotFound, or kResourceLocked for an exclusive queue of another owner.
   Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view name) const;
   Exchange* FindExchange(std::string_view name);
   SessionState* FindSession(uint64_t session_id);
+  const SessionState* FindSession(uint64_t session_id) const;
+  // The session's owner (SessionState::owner_id); the id itself for an unknown session.
+  uint64_t OwnerOf(uint64_t session_id) const;
+  // Whether the session follows RabbitMQ's rules (SessionOptions::amqp).
+  bool IsAmqp(uint64_t session_id) const;
+  // kExchangeNotFound for `name`, in the session's words (RabbitMQ's for an AMQP session).
+  Status NoExchange(uint64_t session_id, std::string_view name) const;
+  // A binding's refusal (Exchange::Bind: a bad x-match) in the session's words.
+  Status InSessionWords(uint64_t session_id, Status bound, const Headers& arguments) const;
+  // An AMQP queue's x-queue-type, as RabbitMQ checks it on creation: classic or quorum (a
+  // quorum queue durable, not exclusive, not auto-delete); anything else 406 in its words.
+  static Status CheckQueueType(const QueueSpec& spec);
+  // Deletes the exclusive queues `owner_id` declared.
+  void DropExclusiveQueues(uint64_t owner_id);
+  // `exact`: as Ack's.
   Status SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
-                    const SettleOptions& options = {});
+                    const SettleOptions& options = {}, bool exact = false);
   void SettleOne(InFlight in_flight, Settle action, const SettleOptions& options = {});
   // kInvalidArgument for a delay (or delivery time) past year 9999 or max_delay_ms.
   Status CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_ms) const;
-  // kInvalidArgument when `lease_ms` is beyond the queue's maximum (0: its default).
-  Status CheckLease(const Queue& queue, uint32_t lease_ms) const;
+  // kInvalidArgument when `lease_ms` is beyond the queue's maximum (0: its default); kNoLease
+  // passes when `no_lease_allowed`.
+  Status CheckLease(const Queue& queue, uint32_t lease_ms, bool no_lease_allowed = false) const;
+  // The lease a delivery of `queue` holds when asked for `lease_ms`: kNoLease (AMQP) becomes
+  // the queue's own (0) when it was declared with an x-lease-ms: asked for, leases apply to
+  // AMQP consumers too.
+  static uint32_t LeaseOf(const Queue& queue, uint32_t lease_ms) {
+    return lease_ms == kNoLease && queue.spec().arguments.contains("x-lease-ms") ? 0 : lease_ms;
+  }
+  // The name rule of the session: ValidateName, or ValidateAmqpName for an AMQP session.
+  Status CheckName(bool amqp, std::string_view kind, std::string_view name) const;
+  // `prefix` and 22 random base64url characters (RabbitMQ's amq.gen- and amq.ctag- names).
+  std::string RandomName(std::string_view prefix);
+  // The same from the kernel's randomness (getrandom): for names that must not be guessed
+  // (direct reply-to addresses).
+  std::string SecureRandomName(std::string_view prefix);
+  static std::string NameOf(std::string_view prefix, const uint64_t (&words)[2]);
   // kUnknownDeliveryTag, or kLeaseExpired for a tag whose lease ran out.
   Status UnknownTag(const SessionState& session, uint64_t delivery_tag) const;
   // Moves a delivered message to its queue's dead-letter target with a death record, in the
@@ -296,16 +420,44 @@ class Broker {
   void ExpireMessages();
   // Drops the lease timer's entries for settled or extended deliveries.
   void CompactLeases();
+  // Tells the sessions whose oldest unsettled delivery outlived their ack timeout.
+  void ExpireAckTimeouts();
+  void ArmAckDeadline(SessionState& session, SteadyTime deadline);
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
+  // Schedules the queues of the session's consumers (its output drained, or its channel-wide
+  // prefetch has room again).
+  void ScheduleConsumers(const SessionState& session);
+  // Settles took the session from `unacked_before` unacked deliveries to fewer: when that
+  // freed room under its channel-wide prefetch, its consumers' queues are dispatched again.
+  void NoteSettled(const SessionState& session, size_t unacked_before);
   void Dispatch(const std::shared_ptr<Queue>& queue);
+  // Counts a delivery of `message` (its receive count and first delivery, the store's
+  // delivery mark or entry rewrite, the queue's counters) and builds it with the session's
+  // next tag. `settled`: it is acked at once (its entry goes, so it is not rewritten).
+  Delivery NewDelivery(SessionState& session, const std::shared_ptr<Queue>& queue,
+                       QueuedMessage& message, const Consumer* consumer, bool settled);
+  // A delivery to settle later: in the session's unacked, with its lease (kNoLease: none).
   Delivery Track(SessionState& session, const std::shared_ptr<Queue>& queue, QueuedMessage message,
                  const std::shared_ptr<Consumer>& consumer, uint32_t lease_ms);
+  // A no-ack delivery: counted as delivered and acked at once (auto-ack consumers, Get).
+  Delivery DeliverSettled(SessionState& session, const std::shared_ptr<Queue>& queue,
+                          QueuedMessage message, const Consumer* consumer);
   void MarkDirty(SessionState& session);
+  // A publish to a reply address (default exchange, kReplyTo + "." prefix): to its consumer.
+  PublishOutcome PublishReply(const std::string& routing_key, Message message);
+  void DropReplyConsumer(SessionState& session);
   void RemoveConsumer(SessionState& session, const std::string& tag, bool notify,
                       std::string_view reason);
   void DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason);
+  // x-expires (broker_topology.cc): the queue was used (declared, a Receive or Get, its last
+  // consumer gone): its idle clock starts again, or stops while it has consumers. O(log n).
+  void TouchQueue(Queue& queue);
+  // Takes the queue out of idle_queues_ (deleted, or in use).
+  void ForgetIdle(Queue& queue);
+  // Deletes the queues whose x-expires ran out (at most a bounded number per call).
+  void ExpireIdleQueues();
   // Above the sequence number of every message of `queue` that a purge's range must not
   // cover: those in flight, and those whose removal (an earlier purge's) is still queued.
   uint64_t PurgeFloor(const Queue& queue) const;
@@ -321,7 +473,8 @@ class Broker {
   void RouteThrough(Exchange* exchange, const std::string& routing_key, const Headers& headers,
                     std::vector<Queue*>* targets, std::vector<const Exchange*>* visited);
   // The exchange-to-exchange half of Bind and Unbind.
-  Status BindExchanges(const BindingSpec& binding, Exchange* source, bool bind);
+  Status BindExchanges(uint64_t session_id, const BindingSpec& binding, Exchange* source,
+                       bool bind);
   uint64_t NextMessageId() { return next_message_id_++; }
 
   // --- Delayed messages (broker_delay.cc) ---
@@ -418,6 +571,16 @@ class Broker {
   std::unordered_map<std::string, std::unique_ptr<Exchange>> exchanges_;
   std::map<std::string, std::shared_ptr<Queue>, std::less<>> queues_;  // ordered for listing
   std::unordered_map<uint64_t, std::unique_ptr<SessionState>> sessions_;
+  // The exclusive queues of each owner (SessionState::owner_id), by name.
+  std::unordered_map<uint64_t, std::vector<std::string>> exclusive_queues_;
+  // Every connection, by owner id (a native session's own id), for the listings and metrics.
+  struct ConnectionRecord {
+    std::string user;
+    std::string address;
+    int64_t connected_at_ms = 0;
+    ConnectionMeta meta;
+  };
+  std::unordered_map<uint64_t, ConnectionRecord> connections_;
 
   std::vector<std::shared_ptr<Queue>> pending_dispatch_;
   std::vector<std::pair<uint64_t, std::shared_ptr<SessionPeer>>> dirty_;
@@ -443,6 +606,14 @@ class Broker {
   // The scheduler: each queue with delayed messages in RAM, under its earliest due time.
   std::set<std::pair<int64_t, Queue*>> delay_heads_;
   LeaseTimer leases_;  // every delivery's lease
+  // Sessions with an ack timeout and unsettled deliveries, under the time their oldest one
+  // times out (or an earlier one: looked at again then), with the session's serial.
+  std::set<std::tuple<SteadyTime, uint64_t, uint64_t>> ack_deadlines_;
+  uint64_t next_session_serial_ = 1;
+  // Direct reply-to: the session of each reply address's suffix.
+  std::unordered_map<std::string, uint64_t> reply_sessions_;
+  // x-expires: each queue unused now, under the deadline it is deleted at (Queue::idle_deadline).
+  std::set<std::pair<SteadyTime, Queue*>> idle_queues_;
   // Ready messages with an expiry (x-message-ttl, expiration_ms), in RAM.
   struct ExpiryRef {
     std::weak_ptr<Queue> queue;
@@ -452,6 +623,7 @@ class Broker {
   };
   BucketTimer<ExpiryRef> expiries_;
   std::mt19937_64 retry_rng_;                                  // full jitter of retry backoffs
+  std::mt19937_64 name_rng_{std::random_device{}()};           // RandomName
   std::vector<std::shared_ptr<Queue>> pending_delayed_loads_;  // issued after the commit
   std::vector<std::function<void()>> pending_reads_;  // store reads issued after the commit
   // Run once the commit of the current batch completes (with its status).
@@ -495,6 +667,13 @@ Status TooManyHeaders(uint64_t count, uint32_t max_headers);
 Status CheckMessageSize(const Message& message, uint64_t max_message_bytes, uint32_t max_headers);
 // Names of exchanges, queues and consumer tags: 1-255 bytes of [A-Za-z0-9-_.:].
 Status ValidateName(std::string_view kind, std::string_view name);
+// The same names for AMQP sessions (RabbitMQ's rule): 1-255 bytes of valid UTF-8 without CR or
+// LF (UTF-8 so that native clients, whose names are proto3 strings, can read them).
+Status ValidateAmqpName(std::string_view kind, std::string_view name);
+// The delay a message published to a delayed-message exchange (ExchangeSpec::delayed) asks
+// for: its x-delay header, an integer of ms (any AMQP integer type); absent, not an integer,
+// or not above 0: none (the plugin's rule).
+uint64_t DelayHeader(const Headers& headers);
 // Routing keys (of a publish or a binding) are at most this long.
 inline constexpr size_t kMaxRoutingKeyBytes = 255;
 // 'name', as error messages show names; cut after 256 bytes (common/log_safe.h), so that an

@@ -412,4 +412,13 @@ Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::
   return Status::Ok();
 }
 
+uint64_t DelayHeader(const Headers& headers) {
+  auto it = headers.find("x-delay");
+  if (it == headers.end()) return 0;
+  if (const auto* ms = std::get_if<int64_t>(&it->second); ms && *ms > 0) {
+    return static_cast<uint64_t>(*ms);
+  }
+  return 0;
+}
+
 }  // namespace wharf::broker

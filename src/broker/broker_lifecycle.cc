@@ -41,9 +41,22 @@ void RecordDeath(Message* message, std::string_view reason, const std::string& q
 
 // --- Settling and leases ----------------------------------------------------------------------
 
-Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple) {
+Status Broker::Ack(uint64_t session_id, uint64_t delivery_tag, bool multiple, bool exact) {
   thread_checker_.Check();
-  return SettleTags(session_id, delivery_tag, multiple, Settle::kAck);
+  return SettleTags(session_id, delivery_tag, multiple, Settle::kAck, {}, exact);
+}
+
+Status Broker::RequeueAll(uint64_t session_id) {
+  thread_checker_.Check();
+  SessionState* session = FindSession(session_id);
+  if (!session) return Status(StatusCode::kInternal, "no session");
+  const size_t before = session->unacked.size();
+  auto unacked = std::exchange(session->unacked, {});
+  // Not a failure, as a closed connection's deliveries: each goes back to its position
+  // (Queue::Requeue), whatever the order here, and its next delivery is redelivered.
+  for (auto& [tag, in_flight] : unacked) SettleOne(std::move(in_flight), Settle::kRequeue);
+  NoteSettled(*session, before);
+  return Status::Ok();
 }
 
 Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, NackOptions nack) {
@@ -56,15 +69,16 @@ Status Broker::Nack(uint64_t session_id, uint64_t delivery_tag, bool multiple, N
     if (nack.delay_ms > 0) {
       return Status(StatusCode::kInvalidArgument, "a nack with delay_ms must also requeue");
     }
-    return SettleTags(session_id, delivery_tag, multiple, Settle::kDrop, options);
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kDrop, options, nack.exact);
   }
   if (uint64_t delay_ms = nack.delay_ms; delay_ms > 0) {
     WHARF_RETURN_IF_ERROR(CheckDelay(delay_ms, 0, clock_->WallMillis()));
     options.delay_ms = delay_ms;
-    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, options);
+    return SettleTags(session_id, delivery_tag, multiple, Settle::kRequeueLater, options,
+                      nack.exact);
   }
   return SettleTags(session_id, delivery_tag, multiple,
-                    nack.immediate ? Settle::kRequeue : Settle::kRetry, options);
+                    nack.immediate ? Settle::kRequeue : Settle::kRetry, options, nack.exact);
 }
 
 Status Broker::CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_ms) const {
@@ -87,8 +101,9 @@ Status Broker::CheckDelay(uint64_t delay_ms, int64_t deliver_at_ms, int64_t now_
   return Status::Ok();
 }
 
-Status Broker::CheckLease(const Queue& queue, uint32_t lease_ms) const {
+Status Broker::CheckLease(const Queue& queue, uint32_t lease_ms, bool no_lease_allowed) const {
   if (lease_ms <= queue.policy().max_lease_ms) return Status::Ok();
+  if (lease_ms == kNoLease && no_lease_allowed) return Status::Ok();
   return Status(StatusCode::kInvalidArgument,
                 "lease_ms " + std::to_string(lease_ms) + " exceeds queue " + Quote(queue.name()) +
                     "'s maximum lease of " + std::to_string(queue.policy().max_lease_ms) +
@@ -114,6 +129,10 @@ Status Broker::ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t 
   auto it = session->unacked.find(delivery_tag);
   if (it == session->unacked.end()) return UnknownTag(*session, delivery_tag);
   InFlight& in_flight = it->second;
+  if (in_flight.lease_ms == kNoLease) {
+    return Status(StatusCode::kInvalidArgument,
+                  "delivery tag " + std::to_string(delivery_tag) + " holds no lease to extend");
+  }
   if (lease_ms == 0) lease_ms = in_flight.lease_ms;
   WHARF_RETURN_IF_ERROR(CheckLease(*in_flight.queue, lease_ms));
   in_flight.lease_ms = lease_ms;
@@ -123,10 +142,27 @@ Status Broker::ExtendLease(uint64_t session_id, uint64_t delivery_tag, uint32_t 
 }
 
 Status Broker::SettleTags(uint64_t session_id, uint64_t delivery_tag, bool multiple, Settle action,
-                          const SettleOptions& options) {
+                          const SettleOptions& options, bool exact) {
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
   auto& unacked = session->unacked;
+  const size_t before = unacked.size();
+  // Whatever settles below may free room under the session's channel-wide prefetch.
+  struct Noted {
+    Broker* broker;
+    const SessionState& session;
+    size_t before;
+    ~Noted() { broker->NoteSettled(session, before); }
+  } noted{this, *session, before};
+  if (exact) {
+    // RabbitMQ's collect_acks: the tag itself must be outstanding (tag 0 with `multiple`:
+    // everything, possibly nothing), or nothing is settled.
+    if (multiple && delivery_tag == 0) {
+      if (unacked.empty()) return Status::Ok();
+    } else if (!unacked.contains(delivery_tag)) {
+      return UnknownTag(*session, delivery_tag);
+    }
+  }
   if (multiple) {
     // As in AMQP, tag 0 with multiple settles everything outstanding.
     auto end = delivery_tag == 0 ? unacked.end() : unacked.upper_bound(delivery_tag);
@@ -238,6 +274,7 @@ void Broker::ExpireLeases() {
     // Settled since, or extended (a later entry stands for it).
     if (it == session->unacked.end() || it->second.lease_deadline != lease.deadline) continue;
     InFlight in_flight = std::move(it->second);
+    const size_t before = session->unacked.size();
     session->unacked.erase(it);
     session->RememberExpired(lease.delivery_tag);
     ++expired;
@@ -251,6 +288,7 @@ void Broker::ExpireLeases() {
     ++in_flight.queue->lease_expired_total;
     // Never closes the connection: the message is simply redelivered (retry policy).
     SettleOne(std::move(in_flight), Settle::kRetry, options);
+    NoteSettled(*session, before);
   }
   if (expired > 0)
     spdlog::info("{} delivery leases expired; their messages are redelivered", expired);
@@ -277,6 +315,16 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   copy.message.properties.expiration_ms = 0;
   RecordDeath(&copy.message, reason, source->name(), *message.envelope, clock_->WallMillis(),
               message);
+  // As RabbitMQ does, it is published anew by the dead-letter exchange with the dead-letter
+  // routing key (its own when none is set): what its consumers see, and what its next death
+  // records. A dead-letter queue is reached as through the default exchange.
+  if (!policy.dead_letter_queue.empty()) {
+    copy.exchange.clear();
+    copy.routing_key = policy.dead_letter_queue;
+  } else {
+    copy.exchange = *policy.dead_letter_exchange;
+    if (policy.dead_letter_routing_key) copy.routing_key = *policy.dead_letter_routing_key;
+  }
   // Sized again: the death record is part of it.
   const EnvelopePtr envelope = MakeEnvelope(std::move(copy));
   std::vector<Queue*> targets;
@@ -287,7 +335,7 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
       targets.push_back(it->second.get());
     }
   } else {
-    const std::string& key = policy.dead_letter_routing_key.value_or(envelope->routing_key);
+    const std::string& key = envelope->routing_key;
     target_name = "exchange " + Quote(*policy.dead_letter_exchange) + " key " + Quote(key);
     if (policy.dead_letter_exchange->empty()) {
       if (auto it = queues_.find(key); it != queues_.end()) targets.push_back(it->second.get());
@@ -350,16 +398,12 @@ bool Broker::WouldOverflow(const Queue& queue, uint64_t bytes) const {
   const QueuePolicy& policy = queue.policy();
   // Right after a restart the depth is an upper bound until counted: no refusal on a guess.
   if (queue.count_estimated()) return false;
-  return (policy.max_length != 0 && queue.ready() + 1 > policy.max_length) ||
-         (policy.max_length_bytes != 0 && queue.ready_bytes() + bytes > policy.max_length_bytes);
+  return policy.OverLimit(queue.ready() + 1, queue.ready_bytes() + bytes);
 }
 
 void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
   const QueuePolicy& policy = queue->policy();
-  auto over = [&] {
-    return (policy.max_length != 0 && queue->ready() > policy.max_length) ||
-           (policy.max_length_bytes != 0 && queue->ready_bytes() > policy.max_length_bytes);
-  };
+  auto over = [&] { return policy.OverLimit(queue->ready(), queue->ready_bytes()); };
   if (queue->count_estimated()) return;  // no drops on a guessed depth (after a restart)
   struct Guard {
     bool& flag;

@@ -35,7 +35,13 @@ BrokerMetrics Broker::Metrics() const {
     out.consumers += m.info.consumers;
     out.queues.push_back(std::move(m));
   }
-  out.connections = sessions_.size();
+  out.connections = connections_.size();
+  for (const auto& [id, connection] : connections_) {
+    if (connection.meta.protocol == "amqp") ++out.amqp_connections;
+  }
+  for (const auto& [id, session] : sessions_) {
+    if (!session->own_owner()) ++out.amqp_channels;
+  }
   out.deliveries_in_flight = deliveries_in_flight_;
   out.confirm_ms = confirm_ms_;
   out.store_writable = store_error_.ok();
@@ -94,19 +100,25 @@ std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue) const {
   std::vector<ConsumerInfo> out;
   for (const auto& [name, q] : queues_) {
     if (!queue.empty() && name != queue) continue;
-    for (const auto& c : q->consumers()) {
+    const ConsumerSet& set = q->consumers();
+    for (const auto& c : set) {
       if (!c->active) continue;
       ConsumerInfo info;
       info.queue = name;
       info.consumer_tag = c->tag;
       if (c->session) {
-        info.connection_id = c->session->id();
+        info.connection_id = c->session->owner_id();
         info.user = c->session->user();
+        info.channel = c->session->channel();
       }
       info.prefetch = c->prefetch;
       info.unacked = c->unacked;
       info.lease_ms = c->lease_ms;
       info.exclusive = c->exclusive;
+      info.priority = c->priority;
+      info.activity = !set.single_active_mode() ? "up"
+                      : set.IsOffered(*c)       ? "single_active"
+                                                : "waiting";
       out.push_back(std::move(info));
     }
   }
@@ -114,18 +126,30 @@ std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue) const {
 }
 
 std::vector<ConnectionInfo> Broker::ListConnections() const {
-  std::vector<ConnectionInfo> out;
-  for (const auto& [id, session] : sessions_) {
-    ConnectionInfo info;
+  std::unordered_map<uint64_t, ConnectionInfo> by_owner;
+  for (const auto& [id, connection] : connections_) {
+    ConnectionInfo& info = by_owner[id];
     info.id = id;
-    info.user = session->user();
-    info.address = session->address;
-    info.connected_at_ms = session->connected_at_ms;
-    info.consumers = static_cast<uint32_t>(session->consumers.size());
-    info.unacked = session->unacked.size();
-    info.pending_receives = session->outstanding_receives;
-    out.push_back(std::move(info));
+    info.user = connection.user;
+    info.address = connection.address;
+    info.connected_at_ms = connection.connected_at_ms;
+    info.protocol = connection.meta.protocol;
+    info.client = connection.meta.client;
+    info.client_version = connection.meta.client_version;
   }
+  // A connection's figures are its sessions' (an AMQP connection's channels) together.
+  for (const auto& [id, session] : sessions_) {
+    auto it = by_owner.find(session->owner_id());
+    if (it == by_owner.end()) continue;
+    ConnectionInfo& info = it->second;
+    info.consumers += static_cast<uint32_t>(session->consumers.size());
+    info.unacked += session->unacked.size();
+    info.pending_receives += session->outstanding_receives;
+    ++info.channels;
+  }
+  std::vector<ConnectionInfo> out;
+  out.reserve(by_owner.size());
+  for (auto& [id, info] : by_owner) out.push_back(std::move(info));
   std::sort(out.begin(), out.end(),
             [](const ConnectionInfo& a, const ConnectionInfo& b) { return a.id < b.id; });
   return out;

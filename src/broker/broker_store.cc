@@ -27,9 +27,23 @@ Status Broker::Recover(const store::RecoveredState& state) {
   }
   uint64_t messages = 0;
   for (const store::StoredQueue& stored : state.queues) {
-    auto policy = ParseQueuePolicy(stored.spec.arguments);
+    // Lenient rules take everything either protocol's rules accepted (an AMQP session's queue
+    // may hold arguments Wharf does not know, or limits of 0); unknown arguments are ignored.
+    auto policy = ParseQueuePolicy(stored.spec.arguments, QueueRules::kLenient);
+    if (!policy.ok() && stored.spec.arguments.contains("x-expires")) {
+      // Builds before x-expires kept any value of it for AMQP sessions, unread: such a value
+      // (0, a string) costs the queue its expiry only, not its other arguments.
+      Headers without = stored.spec.arguments;
+      without.erase("x-expires");
+      if (auto retry = ParseQueuePolicy(without, QueueRules::kLenient); retry.ok()) {
+        spdlog::warn("recovery: queue={} arguments: {}; the queue does not expire",
+                     LogSafe(stored.spec.name),
+                     LogSafe(policy.status().ToString(), kLogSafeStatusBytes));
+        policy = std::move(retry);
+      }
+    }
     if (!policy.ok()) {
-      // Written by a build that knew other arguments: keep the queue with default policy.
+      // Written by a build that took other values: keep the queue with default policy.
       spdlog::warn("recovery: queue={} arguments: {}; using the defaults",
                    LogSafe(stored.spec.name),
                    LogSafe(policy.status().ToString(), kLogSafeStatusBytes));
@@ -43,6 +57,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
     queue->EnsureNextSeqAbove(stored.delivered_through);
     messages += stored.estimated_messages();
     queues_.emplace(stored.spec.name, queue);
+    TouchQueue(*queue);  // x-expires counts from the recovery, as in RabbitMQ
     if (queue->paged() > 0) {
       ScheduleDispatch(queue);  // loads the head
       ++counts_in_flight_;      // one count per non-empty queue (CountRecoveredQueues)

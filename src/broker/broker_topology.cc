@@ -3,9 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <tuple>
 
 #include "broker/broker.h"
+#include "broker/headers_match.h"
+#include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
 
 namespace wharf::broker {
@@ -25,7 +29,110 @@ std::string SpecDifference(const QueueSpec& a, const QueueSpec& b) {
   return "";
 }
 
-// Bytes a message takes on the wire, closely enough to keep a batch under the frame limit.
+// RabbitMQ's equivalence of one argument (rabbit_misc:assert_args_equivalence): absent on
+// both sides, or the same value, integers by value (AMQP's widths all arrive as int64) and
+// text by its bytes (string or Bytes). "" when equivalent, else what RabbitMQ says.
+std::string ArgumentInequivalence(const Headers& have, const Headers& want, std::string_view key,
+                                  std::string_view resource) {
+  auto x = have.find(key);
+  auto y = want.find(key);
+  const HeaderValue* current = x == have.end() ? nullptr : &x->second;
+  const HeaderValue* received = y == want.end() ? nullptr : &y->second;
+  if (!current && !received) return "";
+  if (!current || !received) {
+    return rabbitmq::Inequivalent(key, resource, rabbitmq::Typed(received),
+                                  rabbitmq::Typed(current));
+  }
+  if (SameValue(*current, *received)) return "";
+  return rabbitmq::Inequivalent(key, resource, rabbitmq::Bare(*received), rabbitmq::Bare(*current));
+}
+
+// The queue arguments a redeclaration must repeat, in the order RabbitMQ 3.10 checks them
+// (rabbit_amqqueue:declare_args), then Wharf's own. Others are kept, never compared.
+constexpr const char* kComparedQueueArguments[] = {"x-expires",
+                                                   "x-message-ttl",
+                                                   "x-dead-letter-exchange",
+                                                   "x-dead-letter-routing-key",
+                                                   "x-max-length",
+                                                   "x-max-length-bytes",
+                                                   "x-max-in-memory-length",
+                                                   "x-max-in-memory-bytes",
+                                                   "x-max-priority",
+                                                   "x-overflow",
+                                                   "x-queue-mode",
+                                                   "x-single-active-consumer",
+                                                   "x-queue-type",
+                                                   "x-quorum-initial-group-size",
+                                                   "x-max-age",
+                                                   "x-stream-max-segment-size-bytes",
+                                                   "x-initial-cluster-size",
+                                                   "x-queue-leader-locator",
+                                                   "x-delivery-limit",
+                                                   "x-lease-ms",
+                                                   "x-max-lease-ms",
+                                                   "x-retry-base-ms",
+                                                   "x-retry-max-ms",
+                                                   "x-dead-letter-queue",
+                                                   "x-max-attempts"};
+
+// RabbitMQ's equivalence of a redeclared exchange (rabbit_exchange:assert_equivalence): its
+// type, durable, auto_delete, internal, then the arguments it reads. "" when equivalent.
+std::string AmqpInequivalence(const ExchangeSpec& have, const ExchangeSpec& want) {
+  const std::string resource = rabbitmq::Resource("exchange", have.name);
+  auto type = [](const ExchangeSpec& e) {
+    return e.delayed ? std::string("x-delayed-message") : std::string(ExchangeTypeName(e.type));
+  };
+  if (type(have) != type(want)) {
+    return rabbitmq::Inequivalent("type", resource, "'" + type(want) + "'", "'" + type(have) + "'");
+  }
+  for (auto [key, a, b] : {std::tuple{"durable", have.durable, want.durable},
+                           std::tuple{"auto_delete", have.auto_delete, want.auto_delete},
+                           std::tuple{"internal", have.internal, want.internal}}) {
+    if (a != b) return rabbitmq::Inequivalent(key, resource, rabbitmq::Bare(b), rabbitmq::Bare(a));
+  }
+  for (const char* key : {"alternate-exchange", "x-delayed-type"}) {
+    std::string diff = ArgumentInequivalence(have.arguments, want.arguments, key, resource);
+    if (!diff.empty()) return diff;
+  }
+  return "";
+}
+
+// RabbitMQ's equivalence of a redeclared queue (exclusivity is checked apart): durable,
+// auto_delete, its type, then the arguments above. "" when equivalent, else RabbitMQ's text.
+std::string AmqpInequivalence(const QueueSpec& have, const QueueSpec& want) {
+  const std::string resource = rabbitmq::Resource("queue", have.name);
+  if (have.durable != want.durable) {
+    return rabbitmq::Inequivalent("durable", resource, rabbitmq::Bare(want.durable),
+                                  rabbitmq::Bare(have.durable));
+  }
+  if (have.auto_delete != want.auto_delete) {
+    return rabbitmq::Inequivalent("auto_delete", resource, rabbitmq::Bare(want.auto_delete),
+                                  rabbitmq::Bare(have.auto_delete));
+  }
+  // A type asked for is compared with the queue's type (classic when it was declared without).
+  if (auto asked = want.arguments.find("x-queue-type"); asked != want.arguments.end()) {
+    auto declared = have.arguments.find("x-queue-type");
+    const HeaderValue current =
+        declared != have.arguments.end() ? declared->second : HeaderValue(std::string("classic"));
+    if (rabbitmq::Bare(asked->second) != rabbitmq::Bare(current)) {
+      return rabbitmq::Inequivalent("x-queue-type", resource, rabbitmq::Bare(asked->second),
+                                    rabbitmq::Bare(current));
+    }
+  }
+  for (const char* key : kComparedQueueArguments) {
+    // The type was compared above; not asking for one means classic.
+    if (std::string_view(key) == "x-queue-type") {
+      auto declared = have.arguments.find(key);
+      if (want.arguments.contains(key) || declared == have.arguments.end() ||
+          rabbitmq::Bare(declared->second) == "'classic'") {
+        continue;
+      }
+    }
+    std::string diff = ArgumentInequivalence(have.arguments, want.arguments, key, resource);
+    if (!diff.empty()) return diff;
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -34,13 +141,17 @@ Exchange* Broker::FindExchange(std::string_view name) {
   return it == exchanges_.end() ? nullptr : it->second.get();
 }
 
-Status Broker::DeclareExchange(const ExchangeSpec& spec) {
+Status Broker::DeclareExchange(const ExchangeSpec& spec) { return DeclareExchange(0, spec); }
+
+Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
   thread_checker_.Check();
+  // RabbitMQ's rules for AMQP sessions: its names, a passive name looked up as given.
+  const bool amqp = IsAmqp(session_id);
   if (spec.name.empty()) {
     if (spec.passive) return Status::Ok();  // the default exchange always exists
     return Status(StatusCode::kReservedName, "the default exchange cannot be declared");
   }
-  WHARF_RETURN_IF_ERROR(ValidateName("exchange", spec.name));
+  if (!(amqp && spec.passive)) WHARF_RETURN_IF_ERROR(CheckName(amqp, "exchange", spec.name));
   Exchange* existing = FindExchange(spec.name);
   if (spec.passive) {
     if (!existing) {
@@ -50,20 +161,28 @@ Status Broker::DeclareExchange(const ExchangeSpec& spec) {
   }
   if (spec.name.starts_with("amq.") && !existing) {
     return Status(StatusCode::kReservedName,
-                  "exchange names starting with 'amq.' are reserved: " + Quote(spec.name));
+                  amqp ? rabbitmq::ReservedName("exchange", spec.name)
+                       : "exchange names starting with 'amq.' are reserved: " + Quote(spec.name));
   }
   if (!spec.alternate_exchange.empty()) {
-    WHARF_RETURN_IF_ERROR(ValidateName("alternate exchange", spec.alternate_exchange));
+    WHARF_RETURN_IF_ERROR(CheckName(amqp, "alternate exchange", spec.alternate_exchange));
+  }
+  if (existing && amqp) {
+    std::string diff = AmqpInequivalence(existing->spec(), spec);
+    if (!diff.empty()) return Status(StatusCode::kPreconditionFailed, diff);
+    return Status::Ok();
   }
   if (existing) {
     const ExchangeSpec& have = existing->spec();
-    if (have.type != spec.type || have.durable != spec.durable ||
+    if (have.type != spec.type || have.delayed != spec.delayed || have.durable != spec.durable ||
         have.auto_delete != spec.auto_delete ||
         have.alternate_exchange != spec.alternate_exchange) {
+      // RabbitMQ answers 406 for a built-in exchange too (AMQP sessions).
       return Status(
-          spec.name.starts_with("amq.") ? StatusCode::kReservedName
-                                        : StatusCode::kPreconditionFailed,
+          spec.name.starts_with("amq.") && !amqp ? StatusCode::kReservedName
+                                                 : StatusCode::kPreconditionFailed,
           "exchange " + Quote(spec.name) + " exists with type " +
+              (have.delayed ? "x-delayed-message of " : "") +
               std::string(ExchangeTypeName(have.type)) +
               (have.durable ? ", durable" : ", transient") +
               (have.auto_delete ? ", auto-delete" : "") +
@@ -123,33 +242,114 @@ void Broker::RemoveExchange(const std::string& name) {
 
 Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view name) const {
   auto it = queues_.find(name);
+  const bool amqp = IsAmqp(session_id);
   if (it == queues_.end()) {
-    return Status(StatusCode::kQueueNotFound, "queue " + Quote(name) + " not found");
+    return Status(StatusCode::kQueueNotFound,
+                  amqp ? rabbitmq::NotFound("queue", name) : "queue " + Quote(name) + " not found");
   }
   const auto& queue = it->second;
-  if (queue->spec().exclusive && queue->owner_session_id() != session_id) {
+  // Any session of the owner (every channel of an AMQP connection) may use it.
+  if (queue->spec().exclusive && queue->owner_id() != OwnerOf(session_id)) {
     return Status(StatusCode::kResourceLocked,
-                  "queue " + Quote(name) + " is exclusive to another connection");
+                  amqp ? rabbitmq::Locked(name)
+                       : "queue " + Quote(name) + " is exclusive to another connection");
   }
   return queue;
 }
 
+Status Broker::CheckQueueType(const QueueSpec& spec) {
+  auto it = spec.arguments.find("x-queue-type");
+  if (it == spec.arguments.end()) return Status::Ok();
+  const auto* type = std::get_if<std::string>(&it->second);
+  if (type == nullptr || (*type != "classic" && *type != "quorum")) {
+    // Streams included: Wharf's queues are not RabbitMQ's append-only logs (docs/amqp.md).
+    return Status(
+        StatusCode::kPreconditionFailed,
+        rabbitmq::InvalidArg("x-queue-type", spec.name,
+                             "\"unsupported queue type " + rabbitmq::Bare(it->second) + "\""));
+  }
+  if (*type == "quorum") {
+    const char* bad = !spec.durable      ? "non-durable"
+                      : spec.exclusive   ? "exclusive-owner"
+                      : spec.auto_delete ? "auto-delete"
+                                         : nullptr;
+    if (bad != nullptr) {
+      return Status(StatusCode::kPreconditionFailed, "invalid property '" + std::string(bad) +
+                                                         "' for " +
+                                                         rabbitmq::Resource("queue", spec.name));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Broker::InSessionWords(uint64_t session_id, Status bound, const Headers& arguments) const {
+  if (bound.code() != StatusCode::kInvalidArgument || !IsAmqp(session_id)) return bound;
+  // The one way a bind fails so: a headers binding's x-match (RabbitMQ's words, its value as
+  // Erlang shows a binary).
+  auto it = arguments.find("x-match");
+  std::string value = it == arguments.end() ? std::string() : HeaderValueToString(it->second);
+  if (const auto* text = it == arguments.end() ? nullptr : std::get_if<std::string>(&it->second)) {
+    value = "<<\"" + CutForDisplay(*text) + "\">>";
+  }
+  return Status(
+      StatusCode::kPreconditionFailed,
+      "Invalid x-match field value " + value + "; expected all, any, all-with-x, or any-with-x");
+}
+
+Status Broker::NoExchange(uint64_t session_id, std::string_view name) const {
+  return Status(StatusCode::kExchangeNotFound, IsAmqp(session_id)
+                                                   ? rabbitmq::NotFound("exchange", name)
+                                                   : "exchange " + Quote(name) + " not found");
+}
+
 Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   thread_checker_.Check();
-  if (spec.name.empty() && !spec.passive) {
-    spec.name = "wharf.gen-" + Hex64(next_message_id_ ^ (next_generated_name_++ << 40));
+  SessionState* session = FindSession(session_id);
+  // RabbitMQ's rules (docs/lifecycle.md, "AMQP sessions"): its names, the amq. prefix refused
+  // only on creation, lenient arguments and its equivalence.
+  const bool amqp = session != nullptr && session->amqp();
+  const bool generated = spec.name.empty() && !spec.passive;
+  if (generated) {
+    if (amqp) {
+      do {
+        spec.name = RandomName("amq.gen-");
+      } while (queues_.contains(spec.name));
+    } else {
+      spec.name = "wharf.gen-" + Hex64(next_message_id_ ^ (next_generated_name_++ << 40));
+    }
   }
-  WHARF_RETURN_IF_ERROR(ValidateName("queue", spec.name));
+  // An AMQP passive declare looks the name up as given: a name Wharf would call invalid is
+  // simply not found.
+  if (!(amqp && spec.passive)) WHARF_RETURN_IF_ERROR(CheckName(amqp, "queue", spec.name));
   if (spec.passive) {
     WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    TouchQueue(*queue);  // a declaration, passive too, is a use (x-expires)
     return queue->Info();
   }
-  if (spec.name.starts_with("amq.")) {
-    return Status(StatusCode::kReservedName,
-                  "queue names starting with 'amq.' are reserved: " + Quote(spec.name));
+  if (amqp && queues_.contains(spec.name)) {
+    // Another owner's exclusive queue is locked; so is a redeclaration that says otherwise
+    // about exclusivity (RabbitMQ's check_exclusive_access, strict). The arguments are not
+    // parsed again: only the known ones are compared.
+    WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
+    if (queue->spec().exclusive != spec.exclusive) {
+      return Status(StatusCode::kResourceLocked, rabbitmq::Locked(spec.name));
+    }
+    std::string diff = AmqpInequivalence(queue->spec(), spec);
+    if (!diff.empty()) return Status(StatusCode::kPreconditionFailed, diff);
+    TouchQueue(*queue);
+    return queue->Info();
   }
-  auto policy = ParseQueuePolicy(spec.arguments);
+  // The server's own generated names are the only amq. names created.
+  if (spec.name.starts_with("amq.") && !generated) {
+    return Status(StatusCode::kReservedName,
+                  amqp ? rabbitmq::ReservedName("queue", spec.name)
+                       : "queue names starting with 'amq.' are reserved: " + Quote(spec.name));
+  }
+  if (amqp) WHARF_RETURN_IF_ERROR(CheckQueueType(spec));
+  auto policy = ParseQueuePolicy(spec.arguments, amqp ? QueueRules::kRabbitMq : QueueRules::kWharf,
+                                 spec.name);
   if (!policy.ok()) {
+    if (amqp) return policy.status();  // in RabbitMQ's words, naming the queue
     return Status(policy.status().code(),
                   std::string(policy.status().message()) + " (queue " + Quote(spec.name) + ")");
   }
@@ -162,9 +362,9 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
                     "queue " + Quote(spec.name) + " exists with a different '" + diff +
                         "'; redeclare it with the same arguments or delete it first");
     }
+    TouchQueue(*queue);
     return queue->Info();
   }
-  SessionState* session = FindSession(session_id);
   if (spec.exclusive && session == nullptr) {
     return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
   }
@@ -172,11 +372,13 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   bool stored = store_ && spec.durable && !spec.exclusive;
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
   uint64_t store_id = stored ? next_queue_id_++ : 0;
-  auto queue = std::make_shared<Queue>(spec, spec.exclusive ? session_id : 0, store_id,
-                                       options_.delay_limits, *policy);
+  // An exclusive queue belongs to the session's owner: any session of it may use it.
+  const uint64_t owner = spec.exclusive ? session->owner_id() : 0;
+  auto queue = std::make_shared<Queue>(spec, owner, store_id, options_.delay_limits, *policy);
   queues_.emplace(spec.name, queue);
+  TouchQueue(*queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
-  if (spec.exclusive) session->exclusive_queues.push_back(spec.name);
+  if (spec.exclusive) exclusive_queues_[owner].push_back(spec.name);
   return queue->Info();
 }
 
@@ -185,14 +387,18 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
   thread_checker_.Check();
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   QueueInfo info = queue->Info();
+  const bool amqp = IsAmqp(session_id);
   if (if_unused && info.consumers > 0) {
-    return Status(StatusCode::kPreconditionFailed,
-                  "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
+    return Status(
+        StatusCode::kPreconditionFailed,
+        amqp ? rabbitmq::Resource("queue", name) + " in use"
+             : "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
   }
   if (if_empty && (info.ready > 0 || info.delayed > 0 || queue->delayed().count_estimated())) {
     return Status(StatusCode::kPreconditionFailed,
-                  "queue " + Quote(name) + " holds " + std::to_string(info.ready) + " ready and " +
-                      std::to_string(info.delayed) + " delayed messages");
+                  amqp ? rabbitmq::Resource("queue", name) + " not empty"
+                       : "queue " + Quote(name) + " holds " + std::to_string(info.ready) +
+                             " ready and " + std::to_string(info.delayed) + " delayed messages");
   }
   WHARF_RETURN_IF_ERROR(TopologyWritable(queue->store_id() != 0));
   uint64_t dropped = queue->ready() + queue->delayed().size();
@@ -272,9 +478,10 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   auto waiters = std::move(queue->waiters());
   queue->waiters().clear();
   for (const PullWaiter& waiter : waiters) CompleteWaiter(waiter, {});
-  if (queue->owner_session_id() != 0) {
-    if (SessionState* owner = FindSession(queue->owner_session_id())) {
-      std::erase(owner->exclusive_queues, name);
+  if (queue->owner_id() != 0) {
+    if (auto owned = exclusive_queues_.find(queue->owner_id()); owned != exclusive_queues_.end()) {
+      std::erase(owned->second, name);
+      if (owned->second.empty()) exclusive_queues_.erase(owned);
     }
   }
   queue->Purge();
@@ -288,6 +495,7 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   queue->delayed().Clear();
   ForgetDelayHead(queue.get());
   queue->deleted = true;
+  ForgetIdle(*queue);  // after its consumers and waiters went (each of them touched it)
   // Its redrive goes with it (RemoveQueue removes the stored one).
   redrives_.erase(name);
   // One op removes the queue and its bindings; the store removes its entries (and the bodies
@@ -296,6 +504,50 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
     Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
   }
   queues_.erase(name);
+}
+
+void Broker::TouchQueue(Queue& queue) {
+  const uint64_t expires_ms = queue.policy().expires_ms;
+  if (expires_ms == 0 || queue.deleted) return;
+  ForgetIdle(queue);
+  if (!queue.consumers().empty()) return;  // in use: never expires while consumed
+  // A century is never, in practice; the clamp keeps the deadline from overflowing.
+  constexpr uint64_t kMaxMs = uint64_t{100} * 365 * 86'400'000;
+  queue.idle_deadline = clock_->Now() + std::chrono::milliseconds(std::min(expires_ms, kMaxMs));
+  idle_queues_.emplace(*queue.idle_deadline, &queue);
+}
+
+void Broker::ForgetIdle(Queue& queue) {
+  if (!queue.idle_deadline) return;
+  idle_queues_.erase({*queue.idle_deadline, &queue});
+  queue.idle_deadline.reset();
+}
+
+void Broker::ExpireIdleQueues() {
+  const SteadyTime now = clock_->Now();
+  // Bounded per tick: NextDeadline is then already due, and the next tick goes on.
+  constexpr int kPerCall = 256;
+  for (int n = 0; n < kPerCall && !idle_queues_.empty() && idle_queues_.begin()->first <= now;
+       ++n) {
+    Queue* idle = idle_queues_.begin()->second;
+    auto it = queues_.find(idle->name());
+    if (it == queues_.end() || it->second.get() != idle) {  // not expected: DropQueue forgets
+      idle_queues_.erase(idle_queues_.begin());
+      idle->idle_deadline.reset();
+      continue;
+    }
+    std::shared_ptr<Queue> queue = it->second;
+    ForgetIdle(*queue);
+    // A long poll still waiting is a use: the clock starts again (and again when it ends).
+    if (!queue->waiters().empty()) {
+      TouchQueue(*queue);
+      continue;
+    }
+    const uint64_t dropped = queue->ready() + queue->delayed().size();
+    spdlog::info("queue={} expired: unused for {} ms (x-expires); deleted with {} messages",
+                 LogSafe(queue->name()), queue->policy().expires_ms, dropped);
+    DropQueue(queue, "queue expired (x-expires)");
+  }
 }
 
 Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
@@ -383,22 +635,17 @@ Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
   }
   if (!binding.destination_exchange.empty()) {
     Exchange* source = FindExchange(binding.exchange);
-    if (!source) {
-      return Status(StatusCode::kExchangeNotFound,
-                    "exchange " + Quote(binding.exchange) + " not found");
-    }
-    return BindExchanges(binding, source, /*bind=*/true);
+    if (!source) return NoExchange(session_id, binding.exchange);
+    return BindExchanges(session_id, binding, source, /*bind=*/true);
   }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
   Exchange* exchange = FindExchange(binding.exchange);
-  if (!exchange) {
-    return Status(StatusCode::kExchangeNotFound,
-                  "exchange " + Quote(binding.exchange) + " not found");
-  }
+  if (!exchange) return NoExchange(session_id, binding.exchange);
   WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
   bool added = false;
-  WHARF_RETURN_IF_ERROR(
-      exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added));
+  WHARF_RETURN_IF_ERROR(InSessionWords(
+      session_id, exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added),
+      binding.arguments));
   if (added) {
     queue->bindings().push_back(binding);
     if (exchange->spec().durable && queue->store_id() != 0) {
@@ -415,18 +662,12 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   }
   if (!binding.destination_exchange.empty()) {
     Exchange* source = FindExchange(binding.exchange);
-    if (!source) {
-      return Status(StatusCode::kExchangeNotFound,
-                    "exchange " + Quote(binding.exchange) + " not found");
-    }
-    return BindExchanges(binding, source, /*bind=*/false);
+    if (!source) return NoExchange(session_id, binding.exchange);
+    return BindExchanges(session_id, binding, source, /*bind=*/false);
   }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
   Exchange* exchange = FindExchange(binding.exchange);
-  if (!exchange) {
-    return Status(StatusCode::kExchangeNotFound,
-                  "exchange " + Quote(binding.exchange) + " not found");
-  }
+  if (!exchange) return NoExchange(session_id, binding.exchange);
   WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
   // Unbinding what is not bound succeeds, as in AMQP.
   if (exchange->Unbind(queue.get(), binding.routing_key, binding.arguments)) {
@@ -444,22 +685,22 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   return Status::Ok();
 }
 
-Status Broker::BindExchanges(const BindingSpec& binding, Exchange* source, bool bind) {
+Status Broker::BindExchanges(uint64_t session_id, const BindingSpec& binding, Exchange* source,
+                             bool bind) {
   if (!binding.queue.empty()) {
     return Status(StatusCode::kInvalidArgument,
                   "a binding goes to a queue or to a destination exchange, not both");
   }
   Exchange* destination = FindExchange(binding.destination_exchange);
-  if (!destination) {
-    return Status(StatusCode::kExchangeNotFound,
-                  "exchange " + Quote(binding.destination_exchange) + " not found");
-  }
+  if (!destination) return NoExchange(session_id, binding.destination_exchange);
   Destination to{nullptr, destination};
   bool durable = source->spec().durable && destination->spec().durable;
   WHARF_RETURN_IF_ERROR(TopologyWritable(durable));
   if (bind) {
     bool added = false;
-    WHARF_RETURN_IF_ERROR(source->Bind(to, binding.routing_key, binding.arguments, &added));
+    WHARF_RETURN_IF_ERROR(
+        InSessionWords(session_id, source->Bind(to, binding.routing_key, binding.arguments, &added),
+                       binding.arguments));
     if (added && durable) Persist(store::StoreBatch::PutBinding{binding});
     return Status::Ok();
   }

@@ -27,6 +27,7 @@ inline Message MessageWithoutBody(const Message& m) {
   out.persistent = m.persistent;
   out.published_at_ms = m.published_at_ms;
   out.deaths = m.deaths;
+  out.amqp_properties = m.amqp_properties;
   return out;
 }
 
@@ -41,6 +42,9 @@ struct Delivery {
   int64_t first_received_at_ms = 0;
   FailuresPtr failures;   // null: none
   uint32_t lease_ms = 0;  // settle within this, or it is redelivered
+  // From a quorum queue (QueuePolicy::delivery_count_header): an AMQP consumer sees the
+  // returns before this delivery (receive_count - 1) as x-delivery-count.
+  bool delivery_count_header = false;
 };
 
 // Bytes a delivery adds to a connection's output, for its cap (server/session_core.h): the whole

@@ -170,6 +170,9 @@ ExchangeInfo Exchange::Info() const {
   info.auto_delete = spec_.auto_delete;
   info.alternate_exchange = spec_.alternate_exchange;
   info.bindings = static_cast<uint32_t>(bindings_.size());
+  info.internal = spec_.internal;
+  info.arguments = spec_.arguments;
+  info.delayed = spec_.delayed;
   return info;
 }
 

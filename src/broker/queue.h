@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/consumer_set.h"
 #include "broker/delay_timeline.h"
 #include "broker/envelope.h"
 #include "broker/queue_policy.h"
@@ -74,19 +75,6 @@ struct PurgeResult {
   uint64_t paged = 0;           // of which paged
 };
 
-struct Consumer {
-  std::string tag;
-  SessionState* session = nullptr;
-  std::string queue;
-  uint32_t prefetch = 0;  // 0 = unlimited
-  uint32_t lease_ms = 0;  // each delivery's lease; 0 = the queue's default
-  uint32_t unacked = 0;
-  bool active = true;  // false once cancelled; in-flight deliveries may still point here
-  bool exclusive = false;
-
-  bool HasCredit() const { return active && (prefetch == 0 || unacked < prefetch); }
-};
-
 // Long-poll deadlines: when -> (queue name, waiter id).
 using ReceiveDeadlines = std::multimap<SteadyTime, std::pair<std::string, uint64_t>>;
 
@@ -96,25 +84,28 @@ struct PullWaiter {
   uint64_t session_id = 0;
   uint64_t request_id = 0;
   uint32_t max_messages = 1;
-  uint32_t lease_ms = 0;                // the deliveries' lease; 0 = the queue's default
+  uint32_t lease_ms = 0;  // the deliveries' lease; 0 = the queue's default; kNoLease = none
   ReceiveDeadlines::iterator deadline;  // erased when the waiter completes
 };
 
 class Queue {
  public:
   // `store_id` is the queue's id in the message store; 0 when it is not stored (transient or
-  // exclusive queues).
-  Queue(QueueSpec spec, uint64_t owner_session_id, uint64_t store_id = 0,
+  // exclusive queues). `owner_id`: the owner (SessionState::owner_id) of an exclusive queue.
+  Queue(QueueSpec spec, uint64_t owner_id, uint64_t store_id = 0,
         DelayTimeline::Limits delay_limits = {}, QueuePolicy policy = {})
       : spec_(std::move(spec)),
-        owner_session_id_(owner_session_id),
+        owner_id_(owner_id),
         store_id_(store_id),
         policy_(policy),
+        consumers_(policy.single_active_consumer),
         delayed_(store_id != 0, delay_limits) {}
 
   const std::string& name() const { return spec_.name; }
   const QueueSpec& spec() const { return spec_; }
-  uint64_t owner_session_id() const { return owner_session_id_; }  // 0 unless exclusive
+  // The owner of an exclusive queue (a native session, or an AMQP connection); 0 unless
+  // exclusive.
+  uint64_t owner_id() const { return owner_id_; }
   uint64_t store_id() const { return store_id_; }
   const QueuePolicy& policy() const { return policy_; }
 
@@ -156,6 +147,9 @@ class Queue {
   bool Expired(const QueuedMessage& m, int64_t now_wall_ms) const;
   // Takes the ready message `seq` out if it is in RAM and expired at `now_wall_ms`.
   std::optional<QueuedMessage> TakeExpired(uint64_t seq, int64_t now_wall_ms);
+  // Messages published with AMQP expiration "0" (PublishTiming::expire_undelivered) since the
+  // last dispatch: whichever of them that dispatch did not deliver expires then.
+  std::vector<uint64_t>& expire_unless_delivered() { return expire_unless_delivered_; }
 
   // --- Walking the ready messages by sequence number (redrive) ---
   // The ready message in RAM with the lowest seq >= `seq`; null when there is none.
@@ -222,9 +216,9 @@ class Queue {
   std::optional<int64_t> scheduled_due;
   bool delayed_load_pending = false;  // in Broker::pending_delayed_loads_
 
-  // Subscriptions, served round-robin.
-  std::vector<std::shared_ptr<Consumer>>& consumers() { return consumers_; }
-  size_t& next_consumer() { return next_consumer_; }
+  // Subscriptions, in the order they are offered messages (consumer_set.h).
+  ConsumerSet& consumers() { return consumers_; }
+  const ConsumerSet& consumers() const { return consumers_; }
   std::deque<PullWaiter>& waiters() { return waiters_; }
 
   // Counters.
@@ -239,6 +233,9 @@ class Queue {
   uint64_t dead_lettered_total = 0;  // moved to the dead-letter target, or dropped without one
   bool deleted = false;
   bool dispatch_scheduled = false;  // in Broker::pending_dispatch_
+  // x-expires: when the queue is deleted unless used before; its key in Broker::idle_queues_.
+  // nullopt while it is in use (a consumer) or without x-expires.
+  std::optional<SteadyTime> idle_deadline;
 
   // Bindings that point at this queue, so deleting it can remove them: (exchange, key, args).
   std::vector<BindingSpec>& bindings() { return bindings_; }
@@ -256,7 +253,7 @@ class Queue {
   void TrimFront();
 
   QueueSpec spec_;
-  uint64_t owner_session_id_;
+  uint64_t owner_id_;
   uint64_t store_id_;
   QueuePolicy policy_;
   uint64_t next_seq_ = 1;
@@ -281,8 +278,8 @@ class Queue {
   uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;
   std::map<uint64_t, QueuedMessage> returned_;
-  std::vector<std::shared_ptr<Consumer>> consumers_;
-  size_t next_consumer_ = 0;
+  ConsumerSet consumers_;
+  std::vector<uint64_t> expire_unless_delivered_;
   std::deque<PullWaiter> waiters_;
   std::vector<BindingSpec> bindings_;
   DelayTimeline delayed_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
 
 namespace wharf::broker {
@@ -52,7 +53,9 @@ constexpr const char* kKnown[] = {"x-lease-ms",
                                   "x-max-length",
                                   "x-max-length-bytes",
                                   "x-overflow",
-                                  "x-message-ttl"};
+                                  "x-message-ttl",
+                                  "x-expires",
+                                  "x-single-active-consumer"};
 
 }  // namespace
 
@@ -63,16 +66,94 @@ uint64_t QueuePolicy::RetryDelay(uint32_t failures, std::mt19937_64& rng) const 
   return std::uniform_int_distribution<uint64_t>(0, ceiling)(rng);
 }
 
-Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
+namespace {
+
+// RabbitMQ's own checks of the arguments it knows (rabbit_amqqueue:declare_args), in its
+// order and words. What passes goes on to the common parse.
+Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue) {
+  auto invalid = [&](std::string_view key, std::string reason) {
+    return Status(StatusCode::kPreconditionFailed, rabbitmq::InvalidArg(key, queue, reason));
+  };
+  auto integer = [&](std::string_view key, const HeaderValue& v) -> std::optional<Status> {
+    if (std::holds_alternative<int64_t>(v)) return std::nullopt;
+    return invalid(key, "\"expected integer, got " + std::string(rabbitmq::TypeName(v)) + "\"");
+  };
+  constexpr int64_t kMaxExpiry = 4'294'967'295;  // rabbit_misc:check_expiry
+  for (const char* key : {"x-expires", "x-message-ttl"}) {
+    auto it = arguments.find(key);
+    if (it == arguments.end()) continue;
+    if (auto bad = integer(key, it->second)) return *bad;
+    const int64_t n = std::get<int64_t>(it->second);
+    if (std::string_view(key) == "x-expires" && n == 0) return invalid(key, "{value_zero,0}");
+    if (n < 0) return invalid(key, "{value_negative," + std::to_string(n) + "}");
+    // rabbit_misc:check_expiry bounds x-expires only (RabbitMQ 3.10 takes any x-message-ttl).
+    if (std::string_view(key) == "x-expires" && n > kMaxExpiry) {
+      return invalid(key, "{value_too_large," + std::to_string(n) + "}");
+    }
+  }
+  for (const char* key : {"x-dead-letter-exchange", "x-dead-letter-routing-key"}) {
+    auto it = arguments.find(key);
+    if (it == arguments.end() || std::holds_alternative<std::string>(it->second)) continue;
+    return Status(StatusCode::kPreconditionFailed,
+                  "invalid type '" + std::string(rabbitmq::TypeName(it->second)) + "' for arg '" +
+                      key + "' in " + rabbitmq::Resource("queue", queue));
+  }
+  if (arguments.contains("x-dead-letter-routing-key") &&
+      !arguments.contains("x-dead-letter-exchange")) {
+    return invalid("x-dead-letter-routing-key", "routing_key_but_no_dlx_defined");
+  }
+  for (const char* key : {"x-max-length", "x-max-length-bytes"}) {
+    auto it = arguments.find(key);
+    if (it == arguments.end()) continue;
+    if (auto bad = integer(key, it->second)) return *bad;
+    if (const int64_t n = std::get<int64_t>(it->second); n < 0) {
+      return invalid(key, "{value_negative," + std::to_string(n) + "}");
+    }
+  }
+  if (auto it = arguments.find("x-overflow"); it != arguments.end()) {
+    const auto* value = std::get_if<std::string>(&it->second);
+    if (!value ||
+        (*value != "drop-head" && *value != "reject-publish" && *value != "reject-publish-dlx")) {
+      return invalid("x-overflow", "invalid_overflow");
+    }
+  }
+  if (auto it = arguments.find("x-single-active-consumer"); it != arguments.end()) {
+    if (!std::holds_alternative<bool>(it->second)) {
+      return invalid("x-single-active-consumer",
+                     "{unacceptable_type," + std::string(rabbitmq::TypeName(it->second)) + "}");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsKnownQueueArgument(std::string_view name) {
+  return std::find_if(std::begin(kKnown), std::end(kKnown),
+                      [&](const char* known) { return name == known; }) != std::end(kKnown);
+}
+
+Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
+                                     std::string_view queue) {
+  if (rules == QueueRules::kRabbitMq) {
+    WHARF_RETURN_IF_ERROR(CheckAsRabbitMq(arguments, queue));
+    // Wharf's own arguments, in its words, said as RabbitMQ would.
+    auto parsed = ParseQueuePolicy(arguments, QueueRules::kLenient);
+    if (!parsed.ok()) {
+      return Status(parsed.status().code(), std::string(parsed.status().message()) + " for " +
+                                                rabbitmq::Resource("queue", queue));
+    }
+    return parsed;
+  }
+  const bool lenient = rules != QueueRules::kWharf;
   for (const auto& [name, value] : arguments) {
-    if (std::find_if(std::begin(kKnown), std::end(kKnown),
-                     [&](const char* known) { return name == known; }) == std::end(kKnown)) {
+    if (!lenient && !IsKnownQueueArgument(name)) {
       return Status(StatusCode::kInvalidArgument,
                     "unknown queue argument '" + CutForDisplay(name) +
                         "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
                         "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
                         "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow, "
-                        "x-message-ttl)");
+                        "x-message-ttl, x-expires, x-single-active-consumer)");
     }
   }
   QueuePolicy policy;
@@ -107,7 +188,7 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
     return Status(StatusCode::kInvalidArgument,
                   "queue argument 'x-dead-letter-routing-key' needs 'x-dead-letter-exchange'");
   }
-  if (policy.dead_letter_exchange && policy.dead_letter_exchange->empty() &&
+  if (!lenient && policy.dead_letter_exchange && policy.dead_letter_exchange->empty() &&
       !policy.dead_letter_routing_key) {
     return Status(StatusCode::kInvalidArgument,
                   "dead-lettering through the default exchange needs "
@@ -116,17 +197,47 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments) {
   uint32_t attempts = 0;
   WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-max-attempts", 1, 1'000'000, &attempts));
   policy.max_attempts = attempts;
+  // RabbitMQ takes 0 for these three (a queue that holds nothing ready; a TTL that lets a
+  // message live only if it is delivered at once); Wharf's own rule asks for >= 1.
+  std::optional<uint64_t> ttl;
   for (auto [name, out] : {std::pair{"x-max-length", &policy.max_length},
                            std::pair{"x-max-length-bytes", &policy.max_length_bytes},
-                           std::pair{"x-message-ttl", &policy.message_ttl_ms}}) {
+                           std::pair{"x-message-ttl", &ttl}}) {
     auto it = arguments.find(name);
     if (it == arguments.end()) continue;
     const auto* value = std::get_if<int64_t>(&it->second);
-    if (!value || *value < 1) {
+    if (!value || *value < (lenient ? 0 : 1)) {
       return Status(StatusCode::kInvalidArgument,
-                    std::string("queue argument '") + name + "' must be a positive integer");
+                    std::string("queue argument '") + name + "' must be a " +
+                        (lenient ? "non-negative" : "positive") + " integer");
     }
     *out = static_cast<uint64_t>(*value);
+  }
+  if (ttl) {
+    policy.message_ttl_ms = *ttl;
+    policy.expire_undelivered = *ttl == 0;
+  }
+  // x-expires: RabbitMQ refuses 0 too (a queue that would be gone before it is used).
+  if (auto it = arguments.find("x-expires"); it != arguments.end()) {
+    const auto* value = std::get_if<int64_t>(&it->second);
+    if (!value || *value < 1) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-expires' must be a positive integer");
+    }
+    policy.expires_ms = static_cast<uint64_t>(*value);
+  }
+  if (lenient) {
+    auto type = arguments.find("x-queue-type");
+    const auto* name = type == arguments.end() ? nullptr : std::get_if<std::string>(&type->second);
+    policy.delivery_count_header = name != nullptr && *name == "quorum";
+  }
+  if (auto it = arguments.find("x-single-active-consumer"); it != arguments.end()) {
+    const auto* value = std::get_if<bool>(&it->second);
+    if (!value) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-single-active-consumer' must be a boolean");
+    }
+    policy.single_active_consumer = *value;
   }
   std::optional<std::string> overflow;
   WHARF_RETURN_IF_ERROR(ReadString(arguments, "x-overflow", &overflow));

@@ -3,7 +3,8 @@
 // QueuePolicy is what a queue's declare arguments say about its messages' lifecycle
 // (docs/lifecycle.md): the lease each delivery holds, and the retry policy that spaces out
 // redeliveries after a failure. Arguments are typed header values under "x-" names, as in
-// RabbitMQ; an unknown name or a value of the wrong type or range is refused, naming it.
+// RabbitMQ; an unknown name or a value of the wrong type or range is refused, naming it
+// (under RabbitMQ's rules, for AMQP sessions, an unknown name is kept and ignored).
 //
 // Thread safety: a value type.
 #pragma once
@@ -43,10 +44,31 @@ struct QueuePolicy {
   // dead-lettered (expired) or dropped; 0 = none. A message's own expiration_ms also applies:
   // the earlier of the two wins.
   uint64_t message_ttl_ms = 0;
-  uint64_t max_length = 0;
-  uint64_t max_length_bytes = 0;
+  // x-message-ttl = 0 (RabbitMQ's rules only): a message expires unless it is delivered at
+  // once: whatever a dispatch of the queue leaves ready expires (Broker::Dispatch).
+  bool expire_undelivered = false;
+  // x-expires: the queue itself is deleted once unused (no consumer, no Receive or Get, no
+  // redeclaration) for this long; 0 = never. >= 1 under both rules, as RabbitMQ's.
+  uint64_t expires_ms = 0;
+  // Unset: no limit. 0 (RabbitMQ's rules only) is a limit: no ready message at all.
+  std::optional<uint64_t> max_length;
+  std::optional<uint64_t> max_length_bytes;
   Overflow overflow = Overflow::kDropHead;
-  bool has_length_limit() const { return max_length != 0 || max_length_bytes != 0; }
+  bool has_length_limit() const { return max_length || max_length_bytes; }
+  // Whether `ready` messages of `ready_bytes` body bytes are over a limit.
+  bool OverLimit(uint64_t ready, uint64_t ready_bytes) const {
+    return (max_length && ready > *max_length) ||
+           (max_length_bytes && ready_bytes > *max_length_bytes);
+  }
+
+  // x-single-active-consumer: only one consumer at a time is offered messages (the first to
+  // subscribe; when it goes, the highest-priority waiting one). See broker/consumer_set.h.
+  bool single_active_consumer = false;
+
+  // x-queue-type quorum (RabbitMQ's rules): AMQP deliveries carry RabbitMQ's x-delivery-count
+  // header, the number of times the message was returned before (Delivery::
+  // delivery_count_header).
+  bool delivery_count_header = false;
 
   bool has_dead_letter_target() const {
     return !dead_letter_queue.empty() || dead_letter_exchange.has_value();
@@ -57,8 +79,26 @@ struct QueuePolicy {
   uint64_t RetryDelay(uint32_t failures, std::mt19937_64& rng) const;
 };
 
-// Reads the arguments of a queue declaration. Unknown names are refused.
-Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments);
+// Whose rules a queue declaration follows.
+enum class QueueRules {
+  kWharf,     // native sessions: an unknown argument is refused, limits and TTL are >= 1
+  kRabbitMq,  // AMQP sessions: unknown arguments are kept (and ignored);
+              // x-message-ttl, x-max-length and x-max-length-bytes may be 0; and
+              // x-dead-letter-exchange "" needs no x-dead-letter-routing-key (the message's
+              // own routing key is used, through the default exchange); errors in RabbitMQ's
+              // words
+  kLenient,   // RabbitMQ's leniency without its own argument checks: recovery (a queue comes back
+              // as it was declared, by either protocol), and what passed those checks
+};
+
+// Reads the arguments of a queue declaration. Under RabbitMQ's rules an error is in RabbitMQ
+// 3.10's words, naming `queue` ("invalid arg 'x-expires' for queue 'q' in vhost '/':
+// {value_zero,0}"); under Wharf's, the caller names it.
+Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments,
+                                     QueueRules rules = QueueRules::kWharf,
+                                     std::string_view queue = {});
+// Whether Wharf knows the argument (x-lease-ms, ...): under Wharf's rules any other is refused.
+bool IsKnownQueueArgument(std::string_view name);
 
 // The most text a nack may attach to a message as its last error; longer text is cut.
 inline constexpr size_t kMaxLastErrorBytes = 1024;

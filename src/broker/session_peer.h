@@ -42,6 +42,11 @@ class SessionPeer {
   virtual void PurgeDone(uint64_t request_id, const Result<uint64_t>& result) = 0;
   virtual void DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) = 0;
   virtual void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) = 0;
+  // The session's oldest unsettled delivery (`delivery_tag`, of consumer `consumer_tag`, "" for
+  // a pull) has been out for `timeout_ms`, the session's SessionOptions::ack_timeout_ms (AMQP's
+  // consumer timeout). The peer is expected to close the session; the broker tells it once.
+  virtual void AckTimedOut(uint64_t delivery_tag, const std::string& consumer_tag,
+                           uint32_t timeout_ms) = 0;
   virtual void Flush() = 0;
   // False while the connection has too much output waiting: the broker then holds push
   // deliveries back. The peer calls Broker::ResumeSession() when it drains.

@@ -216,16 +216,27 @@ uint64_t Client::unconfirmed_publishes() const { return impl_->UnconfirmedPublis
 Result<std::string> Client::Subscribe(const std::string& queue, uint32_t prefetch,
                                       DeliveryHandler handler, const std::string& consumer_tag,
                                       bool exclusive, std::chrono::milliseconds lease) {
+  SubscribeOptions options;
+  options.prefetch = prefetch;
+  options.consumer_tag = consumer_tag;
+  options.exclusive = exclusive;
+  options.lease = lease;
+  return Subscribe(queue, std::move(handler), options);
+}
+
+Result<std::string> Client::Subscribe(const std::string& queue, DeliveryHandler handler,
+                                      const SubscribeOptions& options) {
   // Register the handler before the broker can deliver: deliveries may follow the reply
   // immediately, on the I/O thread, before this thread wakes up.
   auto shared = std::make_shared<DeliveryHandler>(std::move(handler));
   pb::Frame frame;
   auto* s = frame.mutable_subscribe();
   s->set_queue(queue);
-  s->set_prefetch(prefetch);
-  s->set_exclusive(exclusive);
-  s->set_consumer_tag(consumer_tag);
-  s->set_lease_ms(static_cast<uint32_t>(std::max<int64_t>(lease.count(), 0)));
+  s->set_prefetch(options.prefetch);
+  s->set_exclusive(options.exclusive);
+  s->set_consumer_tag(options.consumer_tag);
+  s->set_lease_ms(static_cast<uint32_t>(std::max<int64_t>(options.lease.count(), 0)));
+  s->set_priority(options.priority);
   auto promise = std::make_shared<std::promise<Result<std::string>>>();
   auto future = promise->get_future();
   Impl* impl = impl_.get();

@@ -30,6 +30,7 @@ uint64_t MessageMemoryBytes(const Message& m) {
   const Properties& p = m.properties;
   bytes += p.message_id.size() + p.correlation_id.size() + p.reply_to.size() +
            p.content_type.size() + p.content_encoding.size() + p.type.size() + p.app_id.size();
+  bytes += m.amqp_properties.size();
   for (const Death& d : m.deaths) {
     bytes += sizeof(Death) + d.reason.size() + d.queue.size() + d.exchange.size() +
              d.routing_key.size() + d.last_error.size();

@@ -5,10 +5,10 @@
 // writing it, so it lives here rather than in broker/ or store/.
 //
 // A message's size (docs/architecture.md, "Memory"): one figure, the whole message (body,
-// headers, properties, deaths, exchange and routing key) as it sits in RAM, worked out once when
-// the envelope is made (MakeEnvelope) and used wherever memory is bounded: paging, loads from
-// the store, the delay timeline, a connection's output cap. x-max-length-bytes alone counts
-// bodies only, as RabbitMQ does.
+// headers, properties, AMQP property bytes, deaths, exchange and routing key) as it sits in RAM,
+// worked out once when the envelope is made (MakeEnvelope) and used wherever memory is bounded:
+// paging, loads from the store, the delay timeline, a connection's output cap.
+// x-max-length-bytes alone counts bodies only, as RabbitMQ does.
 //
 // Thread safety: immutable once published and shared as std::shared_ptr<const Envelope>, so it
 // may be read from any thread.
@@ -23,10 +23,14 @@
 namespace wharf {
 
 // Bytes of a message's header names and values (what max_message_bytes counts besides the
-// body): a string or bytes value its length, a number 8, a bool 1.
+// body): a string or bytes value its length, a number 8, a bool 1. Message::amqp_properties
+// is not counted there: an AMQP publisher's headers table is in those bytes and what the broker
+// needs of it is decoded into `headers` too (counted here), and the property bytes as a whole
+// are bounded by the connection's negotiated frame size (a content header is one frame).
 uint64_t HeaderBytes(const Headers& headers);
 // What `message` takes in RAM, about: its body, headers (each with the map node that holds it),
-// properties and deaths, plus the fixed part. Always more than its encoded size on the wire.
+// properties, AMQP property bytes and deaths, plus the fixed part. Always more than its encoded
+// size on the wire.
 uint64_t MessageMemoryBytes(const Message& message);
 
 struct Envelope {

@@ -116,6 +116,8 @@ int ListExchanges(Client& client, bool json) {
   for (const ExchangeInfo& e : *exchanges) {
     std::string flags = e.durable ? "durable" : "transient";
     if (e.auto_delete) flags += ",auto-delete";
+    if (e.internal) flags += ",internal";
+    if (e.delayed) flags += ",delayed (x-delayed-message)";
     if (!e.alternate_exchange.empty()) flags += ",alternate=" + Printable(e.alternate_exchange);
     std::printf("%-32s %-8s %8u  %s\n", e.name.empty() ? "(default)" : Printable(e.name).c_str(),
                 std::string(ExchangeTypeName(e.type)).c_str(), e.bindings, flags.c_str());
@@ -142,12 +144,13 @@ int ListConsumers(Client& client, const std::string& queue, bool json) {
   auto consumers = client.ListConsumers(queue);
   if (!consumers.ok()) return Refused(consumers.status());
   if (json) return PrintJsonList(*consumers, ConsumerJson);
-  std::printf("%-24s %-28s %8s %-12s %8s %8s %9s\n", "QUEUE", "TAG", "CONN", "USER", "PREFETCH",
-              "UNACKED", "LEASE_MS");
+  std::printf("%-24s %-28s %8s %7s %-12s %8s %8s %9s %8s %-13s\n", "QUEUE", "TAG", "CONN",
+              "CHANNEL", "USER", "PREFETCH", "UNACKED", "LEASE_MS", "PRIORITY", "ACTIVITY");
   for (const ConsumerInfo& c : *consumers) {
-    std::printf("%-24s %-28s %8llu %-12s %8u %8u %9u%s\n", Printable(c.queue).c_str(),
+    std::printf("%-24s %-28s %8llu %7s %-12s %8u %8u %9u %8d %-13s%s\n", Printable(c.queue).c_str(),
                 Printable(c.consumer_tag).c_str(), static_cast<unsigned long long>(c.connection_id),
-                Printable(c.user).c_str(), c.prefetch, c.unacked, c.lease_ms,
+                c.channel == 0 ? "-" : std::to_string(c.channel).c_str(), Printable(c.user).c_str(),
+                c.prefetch, c.unacked, c.lease_ms, c.priority, Printable(c.activity).c_str(),
                 c.exclusive ? "  exclusive" : "");
   }
   return kExitOk;
@@ -157,13 +160,17 @@ int ListConnections(Client& client, bool json) {
   auto connections = client.ListConnections();
   if (!connections.ok()) return Refused(connections.status());
   if (json) return PrintJsonList(*connections, ConnectionJson);
-  std::printf("%8s %-12s %-24s %-24s %9s %8s %8s\n", "ID", "USER", "ADDRESS", "SINCE (UTC)",
-              "CONSUMERS", "UNACKED", "RECEIVES");
+  std::printf("%8s %-5s %-12s %-24s %-24s %8s %9s %8s %8s  %s\n", "ID", "PROTO", "USER", "ADDRESS",
+              "SINCE (UTC)", "CHANNELS", "CONSUMERS", "UNACKED", "RECEIVES", "CLIENT");
   for (const ConnectionInfo& c : *connections) {
-    std::printf("%8llu %-12s %-24s %-24s %9u %8llu %8u\n", static_cast<unsigned long long>(c.id),
+    std::string client = c.client;
+    if (!c.client_version.empty()) client += " " + c.client_version;
+    std::printf("%8llu %-5s %-12s %-24s %-24s %8u %9u %8llu %8u  %s\n",
+                static_cast<unsigned long long>(c.id), Printable(c.protocol).c_str(),
                 Printable(c.user).c_str(), Printable(c.address).c_str(),
-                FormatTime(c.connected_at_ms).c_str(), c.consumers,
-                static_cast<unsigned long long>(c.unacked), c.pending_receives);
+                FormatTime(c.connected_at_ms).c_str(), c.channels, c.consumers,
+                static_cast<unsigned long long>(c.unacked), c.pending_receives,
+                Printable(client).c_str());
   }
   return kExitOk;
 }

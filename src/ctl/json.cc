@@ -333,7 +333,10 @@ Json ExchangeJson(const ExchangeInfo& e) {
               {"durable", e.durable},
               {"auto_delete", e.auto_delete},
               {"alternate_exchange", OrNull(e.alternate_exchange)},
-              {"bindings", e.bindings}};
+              {"bindings", e.bindings},
+              {"internal", e.internal},
+              {"delayed", e.delayed},
+              {"arguments", HeadersJson(e.arguments)}};
 }
 
 Json BindingJson(const BindingSpec& b) {
@@ -352,7 +355,10 @@ Json ConsumerJson(const ConsumerInfo& c) {
               {"prefetch", OrNull(c.prefetch)},
               {"unacked", c.unacked},
               {"lease_ms", OrNull(c.lease_ms)},
-              {"exclusive", c.exclusive}};
+              {"exclusive", c.exclusive},
+              {"channel", OrNull(c.channel)},
+              {"priority", c.priority},
+              {"activity", c.activity}};
 }
 
 Json ConnectionJson(const ConnectionInfo& c) {
@@ -362,7 +368,11 @@ Json ConnectionJson(const ConnectionInfo& c) {
               {"connected_at_ms", OrNull(c.connected_at_ms)},
               {"consumers", c.consumers},
               {"unacked", c.unacked},
-              {"pending_receives", c.pending_receives}};
+              {"pending_receives", c.pending_receives},
+              {"protocol", c.protocol},
+              {"client", OrNull(c.client)},
+              {"client_version", OrNull(c.client_version)},
+              {"channels", c.channels}};
 }
 
 Json UserJson(const UserInfo& u) {

@@ -7,6 +7,10 @@
 namespace wharf::net {
 namespace {
 
+constexpr size_t kProtocolHeaderBytes = 8;  // "AMQP" 0 0 9 1
+constexpr size_t kAmqpHeaderBytes = 7;      // type, channel, size
+constexpr size_t kAmqpOverheadBytes = 8;    // the header and the frame-end octet
+
 size_t DeclaredLength(const char* header) {
   const auto* p = reinterpret_cast<const unsigned char*>(header);
   return (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
@@ -21,11 +25,46 @@ void AppendFrameHeader(uint32_t length, std::string* out) {
   out->append(header, sizeof header);
 }
 
+size_t FrameDecoder::HeaderBytes() const {
+  switch (framing_) {
+    case Framing::kProtocolHeader:
+      return kProtocolHeaderBytes;
+    case Framing::kAmqp:
+      return kAmqpHeaderBytes;
+    default:
+      return kFrameHeaderBytes;
+  }
+}
+
+size_t FrameDecoder::DeclaredFrameBytes() const {
+  const char* header = buffer_.get() + begin_;
+  switch (framing_) {
+    case Framing::kProtocolHeader:
+      return kProtocolHeaderBytes;
+    case Framing::kAmqp:  // type, channel, then the payload's size; the frame-end follows it
+      return kAmqpHeaderBytes + DeclaredLength(header + 3) + 1;
+    default:
+      return kFrameHeaderBytes + DeclaredLength(header);
+  }
+}
+
+size_t FrameDecoder::BoundedBytes(size_t frame_bytes) const {
+  // The native limit is on the payload, AMQP's frame-max on the whole frame.
+  return framing_ == Framing::kLengthPrefixed ? frame_bytes - kFrameHeaderBytes : frame_bytes;
+}
+
+std::string_view FrameDecoder::Payload(size_t frame_bytes) const {
+  if (framing_ == Framing::kLengthPrefixed) {
+    return {buffer_.get() + begin_ + kFrameHeaderBytes, frame_bytes - kFrameHeaderBytes};
+  }
+  return {buffer_.get() + begin_, frame_bytes};
+}
+
 size_t FrameDecoder::CurrentFrameBytes() const {
-  if (too_large_ || end_ - begin_ < kFrameHeaderBytes) return 0;
-  size_t length = DeclaredLength(buffer_.get() + begin_);
-  if (length > max_frame_bytes_) return 0;
-  return kFrameHeaderBytes + length;
+  if (too_large_ || end_ - begin_ < HeaderBytes()) return 0;
+  const size_t frame = DeclaredFrameBytes();
+  if (BoundedBytes(frame) > max_frame_bytes_) return 0;
+  return frame;
 }
 
 size_t FrameDecoder::CapacityLimit() const {
@@ -101,26 +140,35 @@ Result<std::optional<std::string_view>> FrameDecoder::Next() {
   if (too_large_) {
     return Status(StatusCode::kFrameTooLarge, "frame exceeds the maximum frame size");
   }
-  if (end_ - begin_ < kFrameHeaderBytes) return std::optional<std::string_view>();
-  size_t length = DeclaredLength(buffer_.get() + begin_);
-  if (length > max_frame_bytes_) {
+  if (end_ - begin_ < HeaderBytes()) return std::optional<std::string_view>();
+  const size_t frame = DeclaredFrameBytes();
+  if (size_t length = BoundedBytes(frame); length > max_frame_bytes_) {
     too_large_ = true;
+    if (framing_ == Framing::kAmqp) {
+      // RabbitMQ's words (rabbit_reader): the type, the payload's size and frame-max less the
+      // 8 octets of a frame's header and end.
+      return Status(StatusCode::kFrameTooLarge,
+                    "type " + std::to_string(static_cast<uint8_t>(buffer_.get()[begin_])) +
+                        ", all octets = <<>>: {frame_too_large," +
+                        std::to_string(length - kAmqpOverheadBytes) + "," +
+                        std::to_string(max_frame_bytes_ - 2 * kAmqpOverheadBytes) + "}");
+    }
     return Status(StatusCode::kFrameTooLarge, "frame of " + std::to_string(length) +
                                                   " bytes exceeds the maximum of " +
                                                   std::to_string(max_frame_bytes_));
   }
-  if (end_ - begin_ < kFrameHeaderBytes + length) return std::optional<std::string_view>();
-  std::string_view payload(buffer_.get() + begin_ + kFrameHeaderBytes, length);
-  begin_ += kFrameHeaderBytes + length;
-  consumed_ += kFrameHeaderBytes + length;
+  if (end_ - begin_ < frame) return std::optional<std::string_view>();
+  std::string_view payload = Payload(frame);
+  begin_ += frame;
+  consumed_ += frame;
   return std::optional<std::string_view>(payload);
 }
 
 bool FrameDecoder::FrameReady() const {
   if (too_large_) return true;
-  if (end_ - begin_ < kFrameHeaderBytes) return false;
-  size_t length = DeclaredLength(buffer_.get() + begin_);
-  return length > max_frame_bytes_ || end_ - begin_ >= kFrameHeaderBytes + length;
+  if (end_ - begin_ < HeaderBytes()) return false;
+  const size_t frame = DeclaredFrameBytes();
+  return BoundedBytes(frame) > max_frame_bytes_ || end_ - begin_ >= frame;
 }
 
 Status FrameDecoder::Finish() const {

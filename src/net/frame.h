@@ -1,12 +1,22 @@
 // net/frame.h
 //
-// Length-prefixed framing for the native protocol. The layout on the wire:
+// Framing: how a connection's byte stream is cut into frames. Three shapes (Framing):
 //
-//   frame   := length payload
-//   length  := uint32, big-endian: the number of payload bytes (0 .. max_frame_bytes)
-//   payload := length bytes (a serialized wharf.wire.v1.Frame; framing does not look inside)
+//   kLengthPrefixed (the native protocol):
+//     frame   := length payload
+//     length  := uint32, big-endian: the number of payload bytes (0 .. max_frame_bytes)
+//     payload := length bytes (a serialized wharf.wire.v1.Frame; framing does not look inside)
+//     Next() returns the payload.
+//   kProtocolHeader (AMQP's first 8 bytes, "AMQP" 0 0 9 1, or whatever a client sends instead):
+//     Next() returns the first 8 bytes as one frame.
+//   kAmqp (AMQP 0-9-1 frames):
+//     frame   := type(1) channel(2) size(4, big-endian) payload(size) frame-end(1)
+//     max_frame_bytes bounds the whole frame (8 + size); the AMQP codec sets it to frame-max + 8
+//     (RabbitMQ takes a payload of up to frame-max). A frame over it is refused in RabbitMQ's
+//     words: "type 1, all octets = <<>>: {frame_too_large,PAYLOAD,MAX - 16}".
+//     Next() returns the whole frame, header and frame-end included (amqp/frame.h parses it).
 //
-// FrameDecoder turns a byte stream into payloads. It does no I/O: the connection reads into
+// FrameDecoder turns a byte stream into frames. It does no I/O: the connection reads into
 // PrepareWrite()/CommitWrite() and then takes payloads with Next(). A length above the limit is
 // kFrameTooLarge as soon as the 4-byte prefix is in, before any payload is buffered; bytes left
 // over when the stream ends are kFrameTruncated (Finish()).
@@ -39,6 +49,8 @@ namespace wharf::net {
 
 inline constexpr size_t kFrameHeaderBytes = 4;
 
+enum class Framing { kLengthPrefixed, kProtocolHeader, kAmqp };
+
 // Appends the 4-byte big-endian length prefix for a payload of `length` bytes.
 void AppendFrameHeader(uint32_t length, std::string* out);
 
@@ -50,6 +62,11 @@ class FrameDecoder {
       : max_frame_bytes_(max_frame_bytes), free_bytes_(free_bytes) {}
 
   void set_max_frame_bytes(size_t max_frame_bytes) { max_frame_bytes_ = max_frame_bytes; }
+  // A larger allowance from here on (an AMQP connection's: one whole frame).
+  void set_free_bytes(size_t free_bytes) { free_bytes_ = free_bytes; }
+  // How frames are cut from here on (the bytes already buffered included).
+  void set_framing(Framing framing) { framing_ = framing; }
+  Framing framing() const { return framing_; }
 
   // Space for up to `n` more bytes, valid until the next call on this object. Smaller than `n`
   // when the buffer may not grow that far (the allowance and the grant), or when a frame larger
@@ -103,6 +120,14 @@ class FrameDecoder {
   // The declared size (prefix + payload) of the frame at begin_, when its prefix is in and its
   // length within the limit; else 0.
   size_t CurrentFrameBytes() const;
+  // The bytes of a frame's header: what must be in before its size is known.
+  size_t HeaderBytes() const;
+  // The whole size the frame at begin_ declares (its header must be in); and the part of it
+  // max_frame_bytes_ bounds.
+  size_t DeclaredFrameBytes() const;
+  size_t BoundedBytes(size_t frame_bytes) const;
+  // The payload (what Next() returns) of a whole frame of `frame_bytes` at begin_.
+  std::string_view Payload(size_t frame_bytes) const;
   // How large the buffer may be: the allowance plus the grant.
   size_t CapacityLimit() const;
   // Moves the unconsumed bytes to the front.
@@ -111,7 +136,8 @@ class FrameDecoder {
   void Resize(size_t capacity);
 
   size_t max_frame_bytes_;
-  const size_t free_bytes_;
+  size_t free_bytes_;
+  Framing framing_ = Framing::kLengthPrefixed;
   size_t granted_ = 0;
   std::unique_ptr<char, FreeDeleter> buffer_;  // malloc'd: grown with realloc, never zeroed
   size_t capacity_ = 0;

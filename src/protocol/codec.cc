@@ -336,6 +336,9 @@ void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out) {
   out->set_auto_delete(info.auto_delete);
   out->set_alternate_exchange(info.alternate_exchange);
   out->set_bindings(info.bindings);
+  out->set_internal(info.internal);
+  ToWire(info.arguments, out->mutable_arguments());
+  out->set_delayed(info.delayed);
 }
 
 ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
@@ -346,6 +349,9 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
   info.auto_delete = in.auto_delete();
   info.alternate_exchange = in.alternate_exchange();
   info.bindings = in.bindings();
+  info.internal = in.internal();
+  if (!FromWire(in.arguments(), &info.arguments).ok()) info.arguments.clear();
+  info.delayed = in.delayed();
   return info;
 }
 
@@ -551,11 +557,17 @@ void ToWire(const ConnectionInfo& info, wire::ConnectionInfo* out) {
   out->set_consumers(info.consumers);
   out->set_unacked(info.unacked);
   out->set_pending_receives(info.pending_receives);
+  out->set_protocol(info.protocol);
+  out->set_client(info.client);
+  out->set_client_version(info.client_version);
+  out->set_channels(info.channels);
 }
 
 ConnectionInfo FromWire(const wire::ConnectionInfo& in) {
-  return ConnectionInfo{in.id(),        in.user(),    in.address(),         in.connected_at_ms(),
-                        in.consumers(), in.unacked(), in.pending_receives()};
+  return ConnectionInfo{
+      in.id(),        in.user(),           in.address(),          in.connected_at_ms(),
+      in.consumers(), in.unacked(),        in.pending_receives(), in.protocol(),
+      in.client(),    in.client_version(), in.channels()};
 }
 
 void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out) {
@@ -567,11 +579,15 @@ void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out) {
   out->set_unacked(info.unacked);
   out->set_lease_ms(info.lease_ms);
   out->set_exclusive(info.exclusive);
+  out->set_channel(info.channel);
+  out->set_priority(info.priority);
+  out->set_activity(info.activity);
 }
 
 ConsumerInfo FromWire(const wire::ConsumerInfo& in) {
   return ConsumerInfo{in.queue(),    in.consumer_tag(), in.connection_id(), in.user(),
-                      in.prefetch(), in.unacked(),      in.lease_ms(),      in.exclusive()};
+                      in.prefetch(), in.unacked(),      in.lease_ms(),      in.exclusive(),
+                      in.channel(),  in.priority(),     in.activity()};
 }
 
 void ToWire(const UserInfo& info, wire::UserInfo* out) {

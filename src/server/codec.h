@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "net/frame.h"
 #include "server/session_core.h"
 #include "wharf/status.h"
 
@@ -34,6 +35,12 @@ class Codec {
   // The largest frame accepted before login (no one unauthenticated may make the broker buffer
   // a full-size frame).
   virtual size_t handshake_frame_bytes() const = 0;
+  // How the first bytes are cut into frames (the codec may change it: Connection::SetFraming).
+  virtual net::Framing initial_framing() const { return net::Framing::kLengthPrefixed; }
+  // After its close is written, the connection reads (and drops) what the peer still sends
+  // until the peer closes (or 5 s pass), instead of closing at once: a protocol whose peer
+  // answers a close (AMQP's close-ok) then reads the close whole, never a reset.
+  virtual bool drains_after_close() const { return false; }
 
   // One complete frame. A non-OK status stops reading and closes the connection with it; after
   // Connection::NoteClientClosed it is the client's own close. `*ends_batch`: the request's

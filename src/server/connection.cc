@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/log_safe.h"
 
 namespace wharf::server {
@@ -46,7 +48,10 @@ Connection::Connection(asio::ip::tcp::socket socket, uint64_t id, ServerContext*
       login_(context, socket_.get_executor(), Address(socket_), IsLoopback(socket_)),
       codec_(make_codec(*this)),
       decoder_(codec_->handshake_frame_bytes(), kFrameAllowanceBytes),
-      frame_timer_(socket_.get_executor()) {}
+      frame_allowance_(kFrameAllowanceBytes),
+      frame_timer_(socket_.get_executor()) {
+  decoder_.set_framing(codec_->initial_framing());
+}
 
 Connection::~Connection() = default;
 
@@ -86,7 +91,7 @@ bool Connection::OwnOutputHoldsReading() const {
 
 void Connection::ReadLoop() {
   // A publish held by flow control goes first once publishing is allowed and there is room.
-  if (codec_->holding() && !context_->flow->blocked() && Reading() &&
+  if (codec_->holding() && !context_->flow->blocked() && Reading() && !awaiting_grant_ &&
       batches_in_flight_ < kMaxBatchesInFlight) {
     return DecodeBuffered();
   }
@@ -116,6 +121,8 @@ void Connection::OnRead(const asio::error_code& ec, size_t bytes) {
   reading_ = false;
   StopFrameClock();
   if (state_ == State::kClosed) return;
+  if (draining_) return OnDrained(ec);
+  last_read_at_ = std::chrono::steady_clock::now();
   if (ec) {
     if (ec == asio::error::operation_aborted) return;
     Status truncated = decoder_.Finish();
@@ -139,16 +146,7 @@ bool Connection::ReserveFrameMemory() {
   const size_t wanted = decoder_.WantedGrant();
   if (wanted == 0) return true;
   FrameBudget* budget = context_->frame_budget;
-  // Called on the thread that releases budget: hands the grant to this connection's I/O
-  // thread, or straight back when the connection is gone.
-  auto granted = [weak = weak_from_this(), budget, wanted] {
-    if (auto self = weak.lock()) {
-      asio::post(self->executor_, [self, wanted] { self->OnFrameGrant(wanted); });
-    } else {
-      budget->Release(wanted);
-    }
-  };
-  if (budget->Reserve(id_, wanted, std::move(granted))) {
+  if (budget->Reserve(id_, wanted, GrantHandler(wanted, &Connection::OnFrameGrant))) {
     decoder_.AddGrant(wanted);
     return true;
   }
@@ -157,7 +155,101 @@ bool Connection::ReserveFrameMemory() {
   return false;
 }
 
-void Connection::OnFrameGrant(size_t bytes) {
+std::function<void()> Connection::GrantHandler(uint64_t bytes,
+                                               void (Connection::*on_grant)(uint64_t)) {
+  // Called on the thread that releases budget: hands the grant to this connection's I/O
+  // thread, or straight back when the connection is gone.
+  return [weak = weak_from_this(), budget = context_->frame_budget, bytes, on_grant] {
+    if (auto self = weak.lock()) {
+      asio::post(self->executor_, [self, bytes, on_grant] { ((*self).*on_grant)(bytes); });
+    } else {
+      budget->Release(bytes);
+    }
+  };
+}
+
+void Connection::SetFrameAllowance(size_t bytes) {
+  frame_allowance_ = std::max(frame_allowance_, bytes);
+  decoder_.set_free_bytes(frame_allowance_);
+  NoteFrameMemory();
+}
+
+bool Connection::ReserveContent(uint16_t key, uint64_t bytes) {
+  ReleaseContent(key);
+  FrameBudget* budget = context_->frame_budget;
+  // One connection holds at most a quarter of the budget (or one largest message): past that
+  // it is not read (so its other contents cannot finish either, and the content clock ends
+  // it), and the rest of the budget stays for everyone else.
+  uint64_t held = 0;
+  for (const auto& [other, reserved] : content_reserved_) held += reserved;
+  const uint64_t cap =
+      std::max<uint64_t>(context_->options->max_message_bytes + (64u << 10), budget->limit() / 4);
+  if (held > 0 && held + bytes > cap) {
+    awaiting_grant_ = true;
+    content_waiting_ = key;
+    content_waiting_own_ = true;
+    content_waiting_bytes_ = bytes;
+    return false;
+  }
+  if (budget->Reserve(id_, bytes, GrantHandler(bytes, &Connection::OnContentGrant))) {
+    content_reserved_[key] = bytes;
+    return true;
+  }
+  awaiting_grant_ = true;
+  content_waiting_ = key;
+  return false;
+}
+
+void Connection::OnContentGrant(uint64_t bytes) {
+  awaiting_grant_ = false;
+  // Closing, or the content that waited was given up meanwhile (its channel closed).
+  if (!Reading() || !content_waiting_) {
+    content_waiting_.reset();
+    context_->frame_budget->Release(bytes);
+    if (Reading()) ReadLoop();
+    return;
+  }
+  content_reserved_[*content_waiting_] = bytes;
+  content_waiting_.reset();
+  ReadLoop();
+}
+
+void Connection::ReleaseContent(uint16_t key) {
+  if (content_waiting_ == key && content_waiting_own_) {  // over its own cap: not queued
+    content_waiting_.reset();
+    content_waiting_own_ = false;
+    awaiting_grant_ = false;
+    asio::post(executor_, [self = shared_from_this()] { self->ReadLoop(); });
+    return;
+  }
+  if (content_waiting_ == key) {
+    content_waiting_.reset();
+    // Still queued: out of the queue, and reading resumes. Else its grant is on its way and
+    // OnContentGrant gives it back.
+    if (context_->frame_budget->CancelWait(id_)) {
+      awaiting_grant_ = false;
+      asio::post(executor_, [self = shared_from_this()] { self->ReadLoop(); });
+    }
+    return;
+  }
+  auto it = content_reserved_.find(key);
+  if (it == content_reserved_.end()) return;
+  context_->frame_budget->Release(it->second);
+  content_reserved_.erase(it);
+  if (content_waiting_own_) {
+    // The connection's own contents shrank (one finished, or its channel was closed): the
+    // one waiting over the cap may fit now, or go into the budget's queue.
+    const uint16_t waiting = *content_waiting_;
+    content_waiting_.reset();
+    content_waiting_own_ = false;
+    awaiting_grant_ = false;
+    if (ReserveContent(waiting, content_waiting_bytes_)) {
+      asio::post(executor_, [self = shared_from_this()] { self->ReadLoop(); });
+    }
+  }
+}
+
+void Connection::OnFrameGrant(uint64_t bytes) {
   awaiting_grant_ = false;
   if (!Reading()) {  // closing: the frame will never be read
     context_->frame_budget->Release(bytes);
@@ -174,7 +266,7 @@ void Connection::TrimFrameBuffer() {
 
 void Connection::NoteFrameMemory() {
   const size_t held =
-      decoder_.capacity() > kFrameAllowanceBytes ? decoder_.capacity() - kFrameAllowanceBytes : 0;
+      decoder_.capacity() > frame_allowance_ ? decoder_.capacity() - frame_allowance_ : 0;
   if (held == noted_frame_memory_) return;
   context_->frame_budget->AddHeld(static_cast<int64_t>(held) -
                                   static_cast<int64_t>(noted_frame_memory_));
@@ -184,9 +276,15 @@ void Connection::NoteFrameMemory() {
 void Connection::LeaveFrameBudget(bool drop_buffer) {
   FrameBudget* budget = context_->frame_budget;
   // A grant already on its way is given back by OnFrameGrant.
-  if (awaiting_grant_ && budget->CancelWait(id_)) awaiting_grant_ = false;
+  if (awaiting_grant_ && (content_waiting_own_ || budget->CancelWait(id_))) {
+    awaiting_grant_ = false;
+    content_waiting_.reset();
+    content_waiting_own_ = false;
+  }
   if (!drop_buffer) return;
   budget->Release(decoder_.Clear());
+  for (const auto& [key, bytes] : content_reserved_) budget->Release(bytes);
+  content_reserved_.clear();
   NoteFrameMemory();
 }
 
@@ -249,28 +347,41 @@ void Connection::OnFrameTimer() {
 bool Connection::Reading() const { return state_ == State::kHandshake || state_ == State::kOpen; }
 
 void Connection::DecodeBuffered() {
-  while (Reading() && batches_in_flight_ < kMaxBatchesInFlight) {
+  while (Reading() && !awaiting_grant_ && batches_in_flight_ < kMaxBatchesInFlight) {
     if (codec_->holding()) {
       if (context_->flow->blocked()) return;  // OnFlowChanged resumes
       codec_->ReleaseHeld();
     }
-    size_t batch_bytes = 0;
+    size_t batch_bytes = waiting_batch_bytes_;  // requests read earlier, not posted yet
+    waiting_batch_bytes_ = 0;
     Status stop;
     // Reading() ends the batch when a login starts the password check.
-    while (stop.ok() && Reading() && batch_bytes < kMaxBatchBytes && !codec_->holding()) {
+    // A content that waits for its memory (ReserveContent) stops the decoding too.
+    while (stop.ok() && Reading() && !awaiting_grant_ && batch_bytes < kMaxBatchBytes &&
+           !codec_->holding()) {
       auto next = decoder_.Next();
       if (!next.ok()) {
         stop = next.status();
         break;
       }
       if (!next->has_value()) break;
-      batch_bytes += (*next)->size() + net::kFrameHeaderBytes;
+      batch_bytes += (*next)->size() + net::kFrameHeaderBytes;  // about, for every framing
       bool ends_batch = false;
       stop = codec_->OnFrame(**next, &ends_batch);
       if (ends_batch) batch_bytes = kMaxBatchBytes;
     }
     // The payloads are parsed (and a publish's body moved out): their buffer may go.
     TrimFrameBuffer();
+    // While a batch of this connection is at the broker, a small one waits here and grows
+    // with the next reads: it goes when that batch is done (OnOutbox) or when it is full. So
+    // a client that sends each request in its own segment (AMQP clients write a publish per
+    // send) costs the broker a post per round trip, not one per read.
+    if (stop.ok() && state_ == State::kOpen && batches_in_flight_ > 0 && batch_bytes > 0 &&
+        batch_bytes < kMaxBatchBytes && !codec_->holding()) {
+      waiting_batch_bytes_ = batch_bytes;
+      if (!decoder_.FrameReady()) break;
+      continue;
+    }
     // Requests read before a bad frame still run, and their replies precede the error.
     codec_->PostBatch();
     if (codec_->holding() && stop.ok()) return;  // blocked: OnFlowChanged resumes
@@ -347,8 +458,15 @@ void Connection::FinishLogin(Status result) {
 
 // --- Writing ------------------------------------------------------------------------------------
 
+void Connection::PostWaitingBatch() {
+  if (waiting_batch_bytes_ == 0) return;
+  waiting_batch_bytes_ = 0;
+  codec_->PostBatch();
+}
+
 void Connection::OnOutbox(OutboxBatch outbox) {
   batches_in_flight_ -= outbox.batches_done;
+  if (batches_in_flight_ == 0) PostWaitingBatch();
   if (close_sent_ || state_ == State::kClosed) {
     // Too late to write: whatever was delivered here is requeued when the broker closes
     // the session.
@@ -365,6 +483,7 @@ void Connection::StartWrite() {
   if (writing_ || pending_write_.empty() || state_ == State::kClosed) return;
   writing_ = true;
   active_write_.swap(pending_write_);
+  last_write_at_ = std::chrono::steady_clock::now();
   active_queued_bytes_ = pending_queued_bytes_;
   pending_queued_bytes_ = 0;
   asio::async_write(
@@ -382,6 +501,7 @@ void Connection::OnWritten(const asio::error_code& ec) {
     return;
   }
   if (pending_write_.empty() && close_sent_) {
+    if (codec_->drains_after_close()) return Drain();
     CloseSocket(close_reason_);
     return;
   }
@@ -406,6 +526,7 @@ void Connection::BeginClose(const Status& status, std::string reason) {
   state_ = State::kClosing;
   core_->closing.store(true, std::memory_order_release);
   close_reason_ = std::move(reason);
+  PostWaitingBatch();                       // what was read runs before the close
   LeaveFrameBudget(/*drop_buffer=*/false);  // nothing more is read: let others have its turn
   if (!opened_in_broker_) {
     SendClose(status);
@@ -424,11 +545,39 @@ void Connection::SendClose(const Status& status) {
   codec_->EncodeClose(status, close_reason_, &pending_write_);
   StartWrite();
   close_sent_ = true;
+  if (!writing_) {  // the protocol had nothing to say (an AMQP login refused without notice)
+    if (codec_->drains_after_close()) {
+      Drain();
+    } else {
+      CloseSocket(close_reason_);
+      return;
+    }
+  }
   // A peer that does not read must not hold the connection open forever.
   close_timer_.expires_after(std::chrono::seconds(5));
   close_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (!ec) self->CloseSocket(self->close_reason_ + " (close timed out)");
   });
+}
+
+void Connection::Drain() {
+  if (draining_ || state_ == State::kClosed) return;
+  draining_ = true;
+  asio::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  if (reading_) return;  // the read already pending comes back to OnDrained
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(drain_buffer_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnRead(ec, 0); });
+}
+
+void Connection::OnDrained(const asio::error_code& ec) {
+  if (ec) return CloseSocket(close_reason_);
+  reading_ = true;
+  socket_.async_read_some(
+      asio::buffer(drain_buffer_),
+      [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnRead(ec, 0); });
 }
 
 void Connection::Shutdown(std::string reason) {
@@ -447,7 +596,10 @@ void Connection::CloseSocket(std::string_view reason) {
   socket_.close(ignored);
   // No read is pending any more (the socket is closed): the buffer can go.
   LeaveFrameBudget(/*drop_buffer=*/true);
-  if (opened_in_broker_) codec_->CloseSessions();
+  if (opened_in_broker_) {
+    PostWaitingBatch();  // an ack read just before the peer closed still counts
+    codec_->CloseSessions();
+  }
   // `reason` is the broker's own text, never a client's.
   spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_), reason);
   context_->on_session_closed(id_);

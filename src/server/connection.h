@@ -15,7 +15,8 @@
 // Partial frames: a connection buffers at most kFrameAllowanceBytes of its own; a larger frame
 // first reserves the rest from the broker-wide FrameBudget (server/frame_budget.h) and is not
 // read further until it has. A frame the broker has been reading for [limits] frame_timeout_ms
-// without getting all of it closes the connection (FRAME_TIMEOUT).
+// without getting all of it closes the connection (FRAME_TIMEOUT). A protocol that assembles a
+// message from several frames (AMQP's content) reserves its memory here too (ReserveContent).
 //
 // Close: BeginClose stops reading, lets the broker run everything already read (its replies go
 // out first), then has the codec write its protocol's close and closes the socket once that is
@@ -25,10 +26,12 @@
 // with handlers posted back from the broker thread and the login threads.
 #pragma once
 
+#include <array>
 #include <asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +89,37 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   void NoteBatchPosted() { ++batches_in_flight_; }
   // The largest frame from now on (after login).
   void SetMaxFrameBytes(size_t bytes) { decoder_.set_max_frame_bytes(bytes); }
+  // How frames are cut from now on (AMQP: the protocol header, then frames).
+  void SetFraming(net::Framing framing) { decoder_.set_framing(framing); }
+  // What the connection may buffer of a frame without the FrameBudget, from now on (at least
+  // kFrameAllowanceBytes). AMQP: one whole frame, frame-max, so that the body frames of a
+  // content that holds a reservation never wait for another one (ReserveContent).
+  void SetFrameAllowance(size_t bytes);
+  // Heartbeats (AMQP): when a byte was last read from or written to the socket; whether the
+  // connection holds its reading back (flow control, back-pressure), so that a silent peer
+  // is not its fault; whether it may still write (no close queued, socket open).
+  std::chrono::steady_clock::time_point last_read_at() const { return last_read_at_; }
+  std::chrono::steady_clock::time_point last_write_at() const { return last_write_at_; }
+  bool ReadHeldBack() const { return state_ == State::kOpen && !reading_ && !ReadingAllowed(); }
+  // Reading stops because this connection's own output is not being read.
+  bool OwnOutputHoldsReading() const;
+  // Content assembled from frames (AMQP: a publish's body, one per channel `key`): `bytes` of
+  // the FrameBudget, so that every connection's partial messages together stay within
+  // [limits] partial_frame_bytes. True: reserved now. False: the connection decodes and reads
+  // nothing more until they are (the FrameBudget's queue, as a large frame waits), or for ever
+  // when they would take the connection past a quarter of the budget (or one largest message;
+  // the codec's content clock then ends it). Each key holds at most one reservation;
+  // ReleaseContent gives it back (or gives up the wait), and the connection's close gives
+  // back all.
+  bool ReserveContent(uint16_t key, uint64_t bytes);
+  void ReleaseContent(uint16_t key);
+  // Whether the reservation of `key` still waits for its grant.
+  bool ContentWaiting(uint16_t key) const { return content_waiting_ == key; }
+  bool CanWrite() const { return !close_sent_ && state_ != State::kClosed; }
+  bool open() const { return state_ == State::kOpen; }
+  // A protocol error found by the codec outside OnFrame (a heartbeat timeout, an error the
+  // broker thread reported): stop and close with `status`.
+  void Fail(const Status& status, std::string reason) { BeginClose(status, std::move(reason)); }
 
  private:
   // kAuthChecking: the password is being checked (Login); nothing more is read until the
@@ -104,14 +138,16 @@ class Connection final : public std::enable_shared_from_this<Connection> {
 
   bool Reading() const;  // in a state that reads requests
   void ReadLoop();
-  // Reading stops because this connection's own output is not being read.
-  bool OwnOutputHoldsReading() const;
   bool ReadingAllowed() const;
   void OnRead(const asio::error_code& ec, size_t bytes);
   // Partial frames. True when the frame coming in has the memory it needs (reserved from the
   // FrameBudget now, or not needed); false when it waits for OnFrameGrant.
   bool ReserveFrameMemory();
-  void OnFrameGrant(size_t bytes);
+  void OnFrameGrant(uint64_t bytes);
+  void OnContentGrant(uint64_t bytes);
+  // What the FrameBudget calls when it grants `bytes` late: `on_grant` on this connection's
+  // I/O thread, or the bytes given straight back when the connection is gone.
+  std::function<void()> GrantHandler(uint64_t bytes, void (Connection::*on_grant)(uint64_t));
   // After decoding: gives back the decoder's memory and grant that are no longer needed.
   void TrimFrameBuffer();
   // Tells the FrameBudget's gauge how much the decoder holds beyond its allowance.
@@ -126,6 +162,8 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   void OnFrameTimer();
   // Turns buffered frames into batches of about kMaxBatchBytes while the broker has room.
   void DecodeBuffered();
+  // Posts the batch that waited for the one at the broker (DecodeBuffered), if any.
+  void PostWaitingBatch();
   // The login's answer (OK: logged in).
   void FinishLogin(Status result);
   void OnWritten(const asio::error_code& ec);
@@ -134,6 +172,10 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   // closes the socket when that is written.
   void BeginClose(const Status& status, std::string reason);
   void SendClose(const Status& status);
+  // After the close is written (Codec::drains_after_close): shut down sending and read until the
+  // peer closes.
+  void Drain();
+  void OnDrained(const asio::error_code& ec);
   void CloseSocket(std::string_view reason);
   void SendBlockedNotice(bool blocked);
 
@@ -150,10 +192,16 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   Login login_;
   std::unique_ptr<Codec> codec_;  // before decoder_: it sizes the decoder
   net::FrameDecoder decoder_;
+  size_t frame_allowance_;  // what decoder_ may hold without a grant (SetFrameAllowance)
   // Partial frames: waiting in the FrameBudget's queue; the decoder's memory beyond its
   // allowance as last told to the budget's gauge.
   bool awaiting_grant_ = false;
   size_t noted_frame_memory_ = 0;
+  // Content reservations (ReserveContent) by key, and the one waiting for its grant.
+  std::map<uint16_t, uint64_t> content_reserved_;
+  std::optional<uint16_t> content_waiting_;
+  bool content_waiting_own_ = false;    // over the connection's own cap, not in the budget's queue
+  uint64_t content_waiting_bytes_ = 0;  // what that content asks for
   // The slow-sender clock: the frame timed (where it starts in the stream), the time reads of it
   // were pending before the current one, and whether (since when) the current read counts.
   asio::steady_timer frame_timer_;
@@ -171,8 +219,13 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   bool has_published_ = false;
   bool told_blocked_ = false;
   bool close_sent_ = false;  // the close is queued: write nothing more, then close the socket
+  bool draining_ = false;    // the close is written: reading until the peer closes
+  std::array<char, 4096> drain_buffer_{};
+  std::chrono::steady_clock::time_point last_read_at_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_write_at_ = std::chrono::steady_clock::now();
   bool opened_in_broker_ = false;
   uint32_t batches_in_flight_ = 0;
+  size_t waiting_batch_bytes_ = 0;     // of requests decoded, not yet posted (DecodeBuffered)
   std::string pending_write_;          // encoded, not yet handed to the socket
   std::string active_write_;           // being written by async_write
   uint64_t pending_queued_bytes_ = 0;  // SessionCore::queued_bytes share of pending_write_

@@ -89,6 +89,7 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
 int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
+  std::string amqp_listen;
   std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
       log_format;
   bool repair = false;
@@ -105,6 +106,11 @@ int Run(int argc, char** argv) {
                  "Address to listen on (default 127.0.0.1:5680; port 0 picks a free one)")
       ->type_name("HOST:PORT")
       ->check(HostPortCheck());
+  app.add_option("--amqp-listen", amqp_listen,
+                 "Address of the AMQP 0-9-1 listener (default 127.0.0.1:5672; port 0 picks a "
+                 "free one; \"off\" turns it off)")
+      ->type_name("HOST:PORT|off")
+      ->check(HostPortCheck() | CLI::IsMember({"off"}));
   app.add_option("--data-dir", data_dir, "Where the broker keeps its data (default ./data)")
       ->type_name("DIR");
   app.add_option("--log-level", log_level, "Log level (default info)")
@@ -123,8 +129,8 @@ int Run(int argc, char** argv) {
       ->type_name("HOST:PORT")
       ->check(HostPortCheck());
   app.add_option("--ready-file", ready_file,
-                 "Write \"host:port\" to FILE once listening (and \"metrics host:port\" on a "
-                 "second line when metrics are on)")
+                 "Write \"host:port\" to FILE once listening (then \"metrics host:port\" when "
+                 "metrics are on and \"amqp host:port\" when AMQP is)")
       ->type_name("FILE");
   app.add_flag("--repair", repair,
                "Repair a damaged message store (the --config and --data-dir of a normal start), "
@@ -150,6 +156,10 @@ int Run(int argc, char** argv) {
   }
   if (!metrics_listen.empty()) {
     wharf::Status s = wharf::server::ParseMetricsAddress(metrics_listen, &options);
+    if (!s.ok()) return Fail(s.ToString(), 2);
+  }
+  if (!amqp_listen.empty()) {
+    wharf::Status s = wharf::server::ParseAmqpAddress(amqp_listen, &options);
     if (!s.ok()) return Fail(s.ToString(), 2);
   }
   if (!data_dir.empty()) options.data_dir = data_dir;
@@ -238,6 +248,9 @@ int Run(int argc, char** argv) {
       if (options.metrics_enabled) {
         out << "metrics " << options.metrics_host << ":" << (*server)->metrics_port() << "\n";
       }
+      if (options.amqp.enabled) {
+        out << "amqp " << options.amqp.listen_host << ":" << (*server)->amqp_port() << "\n";
+      }
     }
     std::filesystem::rename(tmp, options.ready_file, ec);
     if (ec) return Fail("cannot write ready file: " + ec.message(), 1);
@@ -249,6 +262,10 @@ int Run(int argc, char** argv) {
   if (options.metrics_enabled) {
     status +=
         ", metrics on " + options.metrics_host + ":" + std::to_string((*server)->metrics_port());
+  }
+  if (options.amqp.enabled) {
+    status +=
+        ", AMQP on " + options.amqp.listen_host + ":" + std::to_string((*server)->amqp_port());
   }
   sd_notify(0, ("READY=1\nSTATUS=" + status).c_str());
 

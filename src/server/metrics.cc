@@ -98,7 +98,12 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
              "Total user and system CPU time spent in seconds.");
     w.Sample("process_cpu_seconds_total", "", process->cpu_seconds);
   }
-  w.Gauge("wharf_connections", "Connections logged in.", static_cast<double>(m.connections));
+  w.Gauge("wharf_connections", "Connections logged in (both protocols).",
+          static_cast<double>(m.connections));
+  w.Gauge("wharf_amqp_connections", "AMQP 0-9-1 connections open (of wharf_connections).",
+          static_cast<double>(m.amqp_connections));
+  w.Gauge("wharf_amqp_channels", "Channels open on AMQP connections.",
+          static_cast<double>(m.amqp_channels));
   w.Gauge("wharf_consumers", "Active consumers (push subscriptions) on all queues.",
           static_cast<double>(m.consumers));
   w.Gauge("wharf_queues", "Queues.", static_cast<double>(m.queues.size()));

@@ -161,6 +161,7 @@ Status NativeCodec::HandleHello(const wire::Frame& frame) {
   ok->add_auth_mechanisms("PLAIN");
   Send(reply);
   stage_ = Stage::kAwaitAuth;
+  client_name_ = CutForDisplay(frame.hello().client_name());
   spdlog::debug("conn={} peer={} hello from {}", connection_.id(), connection_.peer(),
                 LogSafe(frame.hello().client_name()));
   return Status::Ok();
@@ -185,10 +186,13 @@ void NativeCodec::OnLoggedIn() {
   connection_.SetMaxFrameBytes(context_->options->max_frame_bytes());
   session_ = std::make_shared<NativeSession>(connection_.id(), connection_.user(), context_,
                                              connection_.core());
-  asio::post(
-      *context_->broker_context,
-      [session = session_, context = context_, id = connection_.id(), user = connection_.user(),
-       peer = connection_.peer()] { context->broker->OpenSession(id, user, session, peer); });
+  broker::SessionOptions options;
+  options.connection.client = client_name_;
+  asio::post(*context_->broker_context,
+             [session = session_, context = context_, id = connection_.id(),
+              user = connection_.user(), peer = connection_.peer(), options = std::move(options)] {
+               context->broker->OpenSession(id, user, session, peer, options);
+             });
   wire::Frame reply;
   reply.set_request_id(close_request_id_);
   reply.mutable_authenticate_ok()->set_connection_id(connection_.id());
@@ -248,9 +252,11 @@ void NativeCodec::Encode(Outbound& outbound, std::string* out) {
   } else if (auto* reply = std::get_if<wire::Frame>(&item)) {
     protocol::AppendFrame(*reply, out);
     return;
-  } else {
-    out->append(std::get<std::string>(item));
+  } else if (auto* bytes = std::get_if<std::string>(&item)) {
+    out->append(*bytes);
     return;
+  } else {
+    return;  // CodecNotice: the native protocol has none
   }
   protocol::AppendFrame(frame, out);
 }

@@ -55,6 +55,7 @@ class NativeCodec final : public Codec {
   // Flow control: a publish read while publishing is blocked, and everything after it, waits.
   std::optional<NativeRequest> held_;
   uint64_t close_request_id_ = 0;           // the Hello/Authenticate a handshake error answers
+  std::string client_name_;                 // Hello's, for the listings
   std::shared_ptr<NativeSession> session_;  // from login on
 };
 

@@ -143,8 +143,9 @@ void NativeSession::HandleRequest(NativeRequest& request) {
     }
     case wire::Frame::kSubscribe: {
       const auto& sub = frame.subscribe();
-      auto tag = broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(),
-                                  sub.exclusive(), sub.lease_ms());
+      auto tag =
+          broker.Subscribe(id_, sub.queue(), sub.consumer_tag(), sub.prefetch(), sub.exclusive(),
+                           sub.lease_ms(), /*auto_ack=*/false, sub.priority());
       if (!tag.ok()) return ReplyStatus(rid, tag.status());
       reply.mutable_subscribe_ok()->set_consumer_tag(*tag);
       return Reply(rid, std::move(reply));

@@ -54,6 +54,8 @@ class NativeSession final : public broker::SessionPeer,
   void PurgeDone(uint64_t request_id, const Result<uint64_t>& result) override;
   void DeleteQueueDone(uint64_t request_id, const Result<uint64_t>& result) override;
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override;
+  // Native sessions have leases, not an ack timeout (never opened with one).
+  void AckTimedOut(uint64_t, const std::string&, uint32_t) override {}
   void Flush() override { core_->Flush(); }
   bool Writable() const override { return core_->Writable(); }
 

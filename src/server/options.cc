@@ -59,9 +59,11 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 }
 
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
-  WHARF_RETURN_IF_ERROR(CheckKeys(
-      path, "top level", root, {"server", "log", "limits", "store", "scheduler", "flow", "auth"}));
-  for (const char* section : {"server", "log", "limits", "store", "scheduler", "flow", "auth"}) {
+  WHARF_RETURN_IF_ERROR(
+      CheckKeys(path, "top level", root,
+                {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp"}));
+  for (const char* section :
+       {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -89,6 +91,27 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, server, "metrics_threads", 1, 64, &options->metrics_threads));
+  }
+  if (root.contains("amqp")) {
+    const toml::value& amqp = root.at("amqp");
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "amqp", amqp,
+                                    {"listen", "frame_max", "channel_max", "heartbeat_s",
+                                     "consumer_timeout_ms", "server_product", "server_version"}));
+    std::string listen;
+    WHARF_RETURN_IF_ERROR(ReadString(path, amqp, "listen", &listen));
+    if (!listen.empty()) {
+      Status s = ParseAmqpAddress(listen, options);
+      if (!s.ok()) return ConfigError(path, std::string(s.message()));
+    }
+    AmqpOptions& a = options->amqp;
+    WHARF_RETURN_IF_ERROR(
+        ReadInt<uint32_t>(path, amqp, "frame_max", 4'096, 1u << 20, &a.frame_max));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint16_t>(path, amqp, "channel_max", 1, 65'535, &a.channel_max));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint16_t>(path, amqp, "heartbeat_s", 0, 65'535, &a.heartbeat_s));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, amqp, "consumer_timeout_ms", 0, UINT32_MAX,
+                                            &a.consumer_timeout_ms));
+    WHARF_RETURN_IF_ERROR(ReadString(path, amqp, "server_product", &a.server_product));
+    WHARF_RETURN_IF_ERROR(ReadString(path, amqp, "server_version", &a.server_version));
   }
   if (root.contains("log")) {
     const toml::value& log = root.at("log");
@@ -268,6 +291,17 @@ Status ParseListenAddress(const std::string& text, ServerOptions* options) {
 Status ParseMetricsAddress(const std::string& text, ServerOptions* options) {
   WHARF_RETURN_IF_ERROR(ParseHostPort(text, &options->metrics_host, &options->metrics_port));
   options->metrics_enabled = true;
+  return Status::Ok();
+}
+
+Status ParseAmqpAddress(const std::string& text, ServerOptions* options) {
+  if (text == "off") {
+    options->amqp.enabled = false;
+    return Status::Ok();
+  }
+  WHARF_RETURN_IF_ERROR(
+      ParseHostPort(text, &options->amqp.listen_host, &options->amqp.listen_port));
+  options->amqp.enabled = true;
   return Status::Ok();
 }
 

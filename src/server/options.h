@@ -16,6 +16,24 @@
 namespace wharf::server {
 
 inline constexpr uint16_t kDefaultPort = 5680;
+inline constexpr uint16_t kDefaultAmqpPort = 5672;
+
+// [amqp]: the AMQP 0-9-1 listener (docs/amqp.md). Defaults are RabbitMQ's.
+struct AmqpOptions {
+  bool enabled = true;  // listen = "off" (or --amqp-listen off) turns it off
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = kDefaultAmqpPort;  // 0 = any free port (tests)
+  uint32_t frame_max = 131'072;             // proposed in connection.tune; 4096 .. 1 MiB
+  uint16_t channel_max = 2'047;
+  uint16_t heartbeat_s = 60;  // proposed; 0 = none. A peer silent for 2 intervals is closed
+  // RabbitMQ's consumer_timeout: a channel whose oldest unacknowledged delivery is older is
+  // closed with 406 (its deliveries requeued). 0 = never.
+  uint32_t consumer_timeout_ms = 1'800'000;
+  // What connection.start says the server is: clients (kombu, amqp091-go, amqplib) change
+  // behaviour on product; Wharf's own name goes in "information" and "platform".
+  std::string server_product = "RabbitMQ";
+  std::string server_version = "3.13.7";
+};
 
 struct ServerOptions {
   std::string listen_host = "127.0.0.1";
@@ -104,6 +122,7 @@ struct ServerOptions {
   uint32_t login_throttle_addresses = 10'000;
   // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
   std::string ready_file;
+  AmqpOptions amqp;
 
   // Frames carry a body plus headers and properties; this is the largest frame payload taken.
   uint64_t max_frame_bytes() const { return max_message_bytes + (1u << 20); }
@@ -118,6 +137,8 @@ Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port)
 Status ParseListenAddress(const std::string& text, ServerOptions* options);
 // Into the metrics fields, and turns the metrics listener on.
 Status ParseMetricsAddress(const std::string& text, ServerOptions* options);
+// Into the [amqp] listen fields; "off" turns the AMQP listener off.
+Status ParseAmqpAddress(const std::string& text, ServerOptions* options);
 
 // The log levels log_level may name: trace, debug, info, warn, error, critical, off.
 const std::vector<std::string>& LogLevelNames();

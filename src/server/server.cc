@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 
+#include "server/amqp_codec.h"
 #include "server/connection.h"
 #include "server/metrics.h"
 #include "server/native_codec.h"
@@ -112,8 +113,21 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
 
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
-  WHARF_RETURN_IF_ERROR(server->Listen());
-  if (options.loopback_guest && !server->acceptor_->local_endpoint().address().is_loopback()) {
+  server->native_.protocol = "native";
+  server->native_.make_codec = [](Connection& connection) {
+    return std::make_unique<NativeCodec>(connection);
+  };
+  WHARF_RETURN_IF_ERROR(server->Listen(server->native_, options.listen_host, options.listen_port));
+  if (options.amqp.enabled) {
+    server->amqp_.protocol = "AMQP 0-9-1";
+    server->amqp_.make_codec = [](Connection& connection) {
+      return std::make_unique<AmqpCodec>(connection);
+    };
+    WHARF_RETURN_IF_ERROR(
+        server->Listen(server->amqp_, options.amqp.listen_host, options.amqp.listen_port));
+  }
+  if (options.loopback_guest &&
+      !server->native_.acceptor->local_endpoint().address().is_loopback()) {
     // guest/guest is refused from other hosts, but the broker is now reachable from them and
     // every local user and process can log in as an admin: say so once, at start.
     spdlog::warn(
@@ -140,13 +154,19 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       ctx->run();
     });
   }
-  asio::post(*server->io_contexts_[0], [raw] { raw->Accept(); });
+  asio::post(*server->io_contexts_[0], [raw] {
+    raw->Accept(raw->native_);
+    if (raw->amqp_.acceptor) raw->Accept(raw->amqp_);
+  });
   server->flow_timer_ = std::make_unique<asio::steady_timer>(*server->io_contexts_[0]);
   asio::post(*server->io_contexts_[0], [raw] { raw->CheckFlow(); });
   // Recovered queues start loading their heads now, not at the first request.
   asio::post(*server->broker_context_, [raw] { raw->AfterBrokerWork(); });
   spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
-               server->port_, io_threads);
+               server->native_.port, io_threads);
+  if (server->amqp_.acceptor) {
+    spdlog::info("AMQP 0-9-1 listening on {}:{}", options.amqp.listen_host, server->amqp_.port);
+  }
   if (options.metrics_enabled) {
     auto metrics = MetricsServer::Start(
         options.metrics_host, options.metrics_port, options.metrics_threads,
@@ -295,39 +315,40 @@ Status Server::SetFdLimit() {
   return Status::Ok();
 }
 
-Status Server::Listen() {
+Status Server::Listen(Listener& listener, const std::string& host, uint16_t port) {
   asio::error_code ec;
-  auto address = asio::ip::make_address(options_.listen_host, ec);
+  auto address = asio::ip::make_address(host, ec);
   if (ec) {
     // Not a literal address: resolve it (e.g. "localhost").
     asio::ip::tcp::resolver resolver(*io_contexts_[0]);
-    auto results = resolver.resolve(options_.listen_host, "", ec);
+    auto results = resolver.resolve(host, "", ec);
     if (ec || results.empty()) {
-      return Status(StatusCode::kInvalidConfig,
-                    "cannot resolve listen host '" + options_.listen_host + "'");
+      return Status(StatusCode::kInvalidConfig, "cannot resolve listen host '" + host + "'");
     }
     address = results.begin()->endpoint().address();
   }
-  asio::ip::tcp::endpoint endpoint(address, options_.listen_port);
-  acceptor_ = std::make_unique<asio::ip::tcp::acceptor>(*io_contexts_[0]);
-  accept_retry_timer_ = std::make_unique<asio::steady_timer>(*io_contexts_[0]);
-  acceptor_->open(endpoint.protocol(), ec);
-  if (!ec) acceptor_->set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_->bind(endpoint, ec);
-  if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+  asio::ip::tcp::endpoint endpoint(address, port);
+  listener.acceptor = std::make_unique<asio::ip::tcp::acceptor>(*io_contexts_[0]);
+  listener.retry_timer = std::make_unique<asio::steady_timer>(*io_contexts_[0]);
+  auto& acceptor = *listener.acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status(StatusCode::kIoError, "cannot listen on " + options_.listen_host + ":" +
-                                            std::to_string(options_.listen_port) + ": " +
+    return Status(StatusCode::kIoError, std::string("cannot listen (") + listener.protocol +
+                                            ") on " + host + ":" + std::to_string(port) + ": " +
                                             ec.message());
   }
-  port_ = acceptor_->local_endpoint().port();
+  listener.port = acceptor.local_endpoint().port();
   return Status::Ok();
 }
 
-void Server::Accept() {
+void Server::Accept(Listener& listener) {
   asio::io_context& target = *io_contexts_[next_io_context_];
   next_io_context_ = (next_io_context_ + 1) % io_contexts_.size();
-  acceptor_->async_accept(target, [this](const asio::error_code& ec, asio::ip::tcp::socket socket) {
+  listener.acceptor->async_accept(target, [this, &listener](const asio::error_code& ec,
+                                                            asio::ip::tcp::socket socket) {
     if (ec) {
       if (ec == asio::error::operation_aborted) return;  // Stop() closed the acceptor
       // Out of file descriptors, typically: the pending connection stays in the backlog, so
@@ -336,9 +357,9 @@ void Server::Accept() {
         spdlog::warn("accept failed: {}; retrying every 100 ms ({} failures since the last line)",
                      ec.message(), held + 1);
       }
-      accept_retry_timer_->expires_after(std::chrono::milliseconds(100));
-      accept_retry_timer_->async_wait([this](const asio::error_code& e) {
-        if (!e) Accept();
+      listener.retry_timer->expires_after(std::chrono::milliseconds(100));
+      listener.retry_timer->async_wait([this, &listener](const asio::error_code& e) {
+        if (!e) Accept(listener);
       });
       return;
     }
@@ -356,9 +377,8 @@ void Server::Accept() {
             fd_limit_, fd_soft_limit_, options_.reserved_fds, held + 1);
       }
     }
-    auto session = std::make_shared<Connection>(
-        std::move(socket), id, &context_,
-        [](Connection& connection) { return std::make_unique<NativeCodec>(connection); });
+    auto session =
+        std::make_shared<Connection>(std::move(socket), id, &context_, listener.make_codec);
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -373,7 +393,7 @@ void Server::Accept() {
       session->Start();
       if (refusal) session->Refuse(*refusal);
     });
-    Accept();
+    Accept(listener);
   });
 }
 
@@ -425,8 +445,11 @@ void Server::Stop() {
       std::chrono::seconds(5));
   asio::post(*io_contexts_[0], [this] {
     asio::error_code ignored;
-    acceptor_->close(ignored);
-    accept_retry_timer_->cancel();
+    for (Listener* listener : {&native_, &amqp_}) {
+      if (!listener->acceptor) continue;
+      listener->acceptor->close(ignored);
+      listener->retry_timer->cancel();
+    }
     if (flow_timer_) flow_timer_->cancel();
   });
   for (auto& session : live) {
@@ -463,8 +486,10 @@ Server::~Server() {
   store_.reset();  // after the broker, which points at it
   broker_timer_.reset();
   broker_context_.reset();
-  acceptor_.reset();
-  accept_retry_timer_.reset();
+  for (Listener* listener : {&native_, &amqp_}) {
+    listener->acceptor.reset();
+    listener->retry_timer.reset();
+  }
   flow_timer_.reset();
   io_contexts_.clear();
 }

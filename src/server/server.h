@@ -27,6 +27,7 @@
 #include "broker/broker.h"
 #include "common/clock.h"
 #include "common/log_limiter.h"
+#include "server/connection.h"
 #include "server/metrics_server.h"
 #include "server/options.h"
 #include "server/server_context.h"
@@ -45,7 +46,9 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  uint16_t port() const { return port_; }
+  uint16_t port() const { return native_.port; }
+  // The AMQP listener's port; 0 when it is off.
+  uint16_t amqp_port() const { return amqp_.port; }
   // The metrics listener's port; 0 when it is off.
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
@@ -63,8 +66,16 @@ class Server {
   // Works out fd_limit_ from RLIMIT_NOFILE and [limits] reserved_fds. kInvalidConfig when the
   // limit leaves too few for connections.
   Status SetFdLimit();
-  Status Listen();
-  void Accept();
+  // A listener: its acceptor and retry timer (I/O thread 0) and the codec of its connections.
+  struct Listener {
+    const char* protocol = "";
+    std::unique_ptr<asio::ip::tcp::acceptor> acceptor;
+    std::unique_ptr<asio::steady_timer> retry_timer;
+    Connection::CodecFactory make_codec;
+    uint16_t port = 0;
+  };
+  Status Listen(Listener& listener, const std::string& host, uint16_t port);
+  void Accept(Listener& listener);
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
   // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`). The
@@ -82,7 +93,6 @@ class Server {
   // Set at construction, then immutable.
   const ServerOptions options_;
   SystemClock clock_;
-  uint16_t port_ = 0;
 
   // Declaration order matters for destruction: sessions hold sockets of the I/O contexts, and
   // the broker and broker context hold sessions, so those go first (see ~Server).
@@ -90,8 +100,8 @@ class Server {
   std::unique_ptr<asio::io_context> broker_context_;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_guards_;
   std::vector<std::thread> threads_;
-  std::unique_ptr<asio::ip::tcp::acceptor> acceptor_;       // I/O thread 0
-  std::unique_ptr<asio::steady_timer> accept_retry_timer_;  // I/O thread 0
+  Listener native_;  // I/O thread 0
+  Listener amqp_;    // I/O thread 0; no acceptor when [amqp] is off
 
   // The message store: its own threads; completions are posted to the broker thread.
   std::unique_ptr<store::RocksDbStore> store_;

@@ -31,6 +31,10 @@ void SessionCore::AddCancelNotice(uint16_t channel, CancelNotice notice) {
   outbox_.push_back(Outbound{channel, std::move(notice)});
 }
 
+void SessionCore::AddNotice(uint16_t channel, CodecNotice notice) {
+  outbox_.push_back(Outbound{channel, std::move(notice)});
+}
+
 bool SessionCore::Writable() const {
   // A closing connection takes nothing more: what it got would only come back redelivered.
   return !closing.load(std::memory_order_acquire) &&

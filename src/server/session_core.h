@@ -43,11 +43,21 @@ struct CancelNotice {
   std::string consumer_tag;
   std::string reason;
 };
+// Something the protocol's I/O half must act on, in order with the output around it (AMQP: a
+// channel closed by the broker, a hard error); `kind` and the rest mean what the codec says.
+struct CodecNotice {
+  uint32_t kind = 0;
+  uint16_t code = 0;
+  std::string text;
+  uint16_t class_id = 0;
+  uint16_t method_id = 0;
+};
 // One item of output, encoded on the I/O thread by the connection's codec. A reply is a native
 // frame, or bytes the protocol's handler already encoded.
 struct Outbound {
   uint16_t channel = 0;
-  std::variant<broker::Delivery, ReceiveDone, CancelNotice, protocol::wire::Frame, std::string>
+  std::variant<broker::Delivery, ReceiveDone, CancelNotice, protocol::wire::Frame, std::string,
+               CodecNotice>
       item;
 };
 // What one hand-over carries to the I/O thread.
@@ -76,6 +86,7 @@ class SessionCore {
   void AddDelivery(uint16_t channel, broker::Delivery delivery);
   void AddReceiveDone(uint16_t channel, ReceiveDone done);
   void AddCancelNotice(uint16_t channel, CancelNotice notice);
+  void AddNotice(uint16_t channel, CodecNotice notice);
   // Thread: broker. The end of one batch of the connection's requests: the broker's pending work
   // is flushed (after_broker_work) and the outbox sent, which also tells the I/O thread that the
   // batch is done.

@@ -1,10 +1,10 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v5: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v6: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "5"
+//     "F"                                 -> decimal storage format version, "6"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
@@ -67,8 +67,12 @@ namespace wharf::store {
 // "delayed" column family and kEntryAttempts; 1 and 2 are upgraded by rewriting "F" (the
 // family starts empty, no older entry has the flag). 4 - adds redrive records ("t"); 1-3 are
 // upgraded by rewriting "F". 5 - adds purge records ("p"); 1-4 are upgraded by rewriting "F"
-// (a format-4 build would not know them and would bring purged messages back).
-inline constexpr int kFormatVersion = 5;
+// (a format-4 build would not know them and would bring purged messages back). 6 - adds
+// MessageRecord.amqp_properties and ExchangeRecord.internal and .arguments (AMQP 0-9-1); 1-5
+// are upgraded by rewriting "F" (no older record has them). A format-5 build would drop them:
+// deliver an AMQP message without its properties, and let clients publish to an internal
+// exchange.
+inline constexpr int kFormatVersion = 6;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";

@@ -91,6 +91,7 @@ void ToRecord(const Envelope& envelope, pb::MessageRecord* out) {
     out_death->set_failure_count(d.failure_count);
     out_death->set_last_error(d.last_error);
   }
+  out->set_amqp_properties(m.amqp_properties);
 }
 
 Result<Envelope> FromRecord(pb::MessageRecord&& record) {
@@ -127,6 +128,7 @@ Result<Envelope> FromRecord(pb::MessageRecord&& record) {
     d.failure_count = in_death.failure_count();
     d.last_error = std::move(*in_death.mutable_last_error());
   }
+  m.amqp_properties = std::move(*record.mutable_amqp_properties());
   return envelope;
 }
 
@@ -136,6 +138,9 @@ pb::ExchangeRecord ToRecord(const ExchangeSpec& spec) {
   record.set_type(static_cast<pb::ExchangeType>(spec.type));
   record.set_auto_delete(spec.auto_delete);
   record.set_alternate_exchange(spec.alternate_exchange);
+  record.set_internal(spec.internal);
+  ToRecord(spec.arguments, record.mutable_arguments());
+  record.set_delayed(spec.delayed);
   return record;
 }
 
@@ -157,6 +162,9 @@ Result<ExchangeSpec> FromRecord(const pb::ExchangeRecord& record) {
   spec.durable = true;
   spec.auto_delete = record.auto_delete();
   spec.alternate_exchange = record.alternate_exchange();
+  spec.internal = record.internal();
+  WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &spec.arguments));
+  spec.delayed = record.delayed();
   return spec;
 }
 

@@ -128,6 +128,72 @@ TEST_F(ConsumeTest, BusyConsumerIsSkippedForOneWithCredit) {
   EXPECT_EQ(slow.size(), 1u);  // it never acked, so it got just its one
 }
 
+TEST_F(ConsumeTest, AHigherPriorityConsumerIsServedWhileItHasCredit) {
+  Inbox low, high;
+  auto cl = server_.Connect();
+  auto ch = server_.Connect();
+  ASSERT_TRUE(cl && ch);
+  Client::SubscribeOptions options;
+  options.prefetch = 100;
+  options.consumer_tag = "low";
+  ASSERT_TRUE(cl->Subscribe("work", low.Handler(), options).ok());
+  options.prefetch = 2;
+  options.consumer_tag = "high";
+  options.priority = 5;
+  ASSERT_TRUE(ch->Subscribe("work", high.Handler(), options).ok());
+  PublishN(6);
+  ASSERT_TRUE(low.WaitFor(4));
+  ASSERT_TRUE(high.WaitFor(2));
+  std::vector<std::string> got;
+  for (const auto& d : high.Take()) got.push_back(d.message.body);
+  EXPECT_EQ(got, (std::vector<std::string>{"m0", "m1"})) << "the first two, up to its prefetch";
+  EXPECT_EQ(low.size(), 4u);
+  auto listed = client_->ListConsumers("work");
+  ASSERT_TRUE(listed.ok());
+  std::map<std::string, int32_t> priorities;
+  for (const auto& c : *listed) priorities[c.consumer_tag] = c.priority;
+  EXPECT_EQ(priorities, (std::map<std::string, int32_t>{{"high", 5}, {"low", 0}}));
+}
+
+TEST_F(ConsumeTest, ASingleActiveConsumersSuccessorGetsItsUnackedFirst) {
+  QueueSpec spec;
+  spec.name = "one-at-a-time";
+  spec.arguments["x-single-active-consumer"] = true;
+  ASSERT_TRUE(client_->DeclareQueue(spec).ok());
+  Inbox first, second;
+  auto c1 = server_.Connect();
+  auto c2 = server_.Connect();
+  ASSERT_TRUE(c1 && c2);
+  ASSERT_TRUE(c1->Subscribe("one-at-a-time", 0, first.Handler(), "first").ok());
+  ASSERT_TRUE(c2->Subscribe("one-at-a-time", 0, second.Handler(), "second").ok());
+  for (int i = 0; i < 3; ++i) {
+    Message m;
+    m.body = "m" + std::to_string(i);
+    ASSERT_TRUE(client_->Publish("", "one-at-a-time", m).ok());
+  }
+  ASSERT_TRUE(first.WaitFor(3));
+  EXPECT_EQ(second.size(), 0u);
+  auto listed = client_->ListConsumers("one-at-a-time");
+  ASSERT_TRUE(listed.ok());
+  std::map<std::string, std::string> activity;
+  for (const auto& c : *listed) activity[c.consumer_tag] = c.activity;
+  EXPECT_EQ(activity, (std::map<std::string, std::string>{{"first", "single_active"},
+                                                          {"second", "waiting"}}));
+  c1->Close();  // nothing acked: all three come back, to the successor, in order
+  ASSERT_TRUE(second.WaitFor(3));
+  std::vector<std::string> bodies;
+  for (const auto& d : second.Take()) {
+    bodies.push_back(d.message.body);
+    EXPECT_TRUE(d.redelivered);
+    EXPECT_EQ(d.receive_count, 2u);
+  }
+  EXPECT_EQ(bodies, (std::vector<std::string>{"m0", "m1", "m2"}));
+  // An exclusive consumer is refused on such a queue.
+  Inbox third;
+  auto refused = client_->Subscribe("one-at-a-time", 0, third.Handler(), "", /*exclusive=*/true);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceLocked);
+}
+
 TEST_F(ConsumeTest, DroppedConnectionReturnsUnackedMessagesInOrder) {
   PublishN(5);
   {

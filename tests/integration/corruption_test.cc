@@ -71,9 +71,10 @@ TEST(Corruption, WharfdRefusesADamagedLogAndRepairSalvagesEveryOtherMessage) {
 
   int code = 0;
   // timeout: were the start not refused, wharfd would run on.
-  std::string refused = RunCommand("timeout 20 " + std::string(WHARFD_PATH_FOR_TESTS) +
-                                       " --listen 127.0.0.1:0 --data-dir " + data + " 2>&1",
-                                   &code);
+  std::string refused =
+      RunCommand("timeout 20 " + std::string(WHARFD_PATH_FOR_TESTS) +
+                     " --listen 127.0.0.1:0 --amqp-listen 127.0.0.1:0 --data-dir " + data + " 2>&1",
+                 &code);
   EXPECT_EQ(code, 1) << refused;
   EXPECT_NE(refused.find(log.filename().string() + ": damaged records"), std::string::npos)
       << refused;

@@ -1,5 +1,6 @@
-// A short run of wharf-perf's native driver against a real wharfd, so the load generator keeps
-// working as the broker changes. Speed is not asserted here (docs/benchmarks.md has figures).
+// Short runs of wharf-perf's drivers (native, and AMQP against wharfd's AMQP port) against a
+// real wharfd, so the load generator keeps working as the broker changes. Speed is not asserted
+// here (docs/benchmarks.md has figures).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,6 +62,24 @@ int RunPerf(const std::vector<std::string>& args, std::string* output,
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// A run of `count` messages ended well: all published, confirmed and received, no errors,
+// confirm latencies measured, and --delete removed its queues.
+void ExpectEverythingConfirmedAndConsumed(const testing::TestServer& server, int code,
+                                          const std::string& output, const std::string& count) {
+  EXPECT_EQ(code, 0) << output;
+  auto result = ParseResult(output);
+  EXPECT_EQ(result["published"], count) << output;
+  EXPECT_EQ(result["confirmed"], count) << output;
+  EXPECT_EQ(result["received"], count) << output;
+  EXPECT_EQ(result["errors"], "0") << output;
+  EXPECT_NE(result["conf_p99_us"], "0") << output;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  auto queues = client->ListQueues("perf");
+  ASSERT_TRUE(queues.ok());
+  EXPECT_TRUE(queues->empty());
+}
+
 TEST(PerfSmoke, NativeRunPublishesConfirmsAndConsumesEverything) {
   testing::TestServer server;
   std::string output;
@@ -68,17 +87,19 @@ TEST(PerfSmoke, NativeRunPublishesConfirmsAndConsumesEverything) {
       RunPerf({"--server", server.address(), "--producers", "2", "--consumers", "2", "--queues",
                "2", "--count", "4000", "--confirm", "100", "--size", "64", "--delete"},
               &output);
-  EXPECT_EQ(code, 0) << output;
-  auto result = ParseResult(output);
-  EXPECT_EQ(result["published"], "4000") << output;
-  EXPECT_EQ(result["confirmed"], "4000") << output;
-  EXPECT_EQ(result["received"], "4000") << output;
-  EXPECT_EQ(result["errors"], "0") << output;
-  EXPECT_NE(result["conf_p99_us"], "0") << output;
-  auto client = server.Connect();
-  auto queues = client->ListQueues("perf");
-  ASSERT_TRUE(queues.ok());
-  EXPECT_TRUE(queues->empty());  // --delete removed them
+  ExpectEverythingConfirmedAndConsumed(server, code, output, "4000");
+}
+
+TEST(PerfSmoke, AmqpDriverAgainstWharfsAmqpPortConfirmsAndConsumesEverything) {
+  // The same rabbitmq-c driver that measures RabbitMQ (bench/compare-rabbitmq.sh).
+  testing::TestServer server;
+  std::string output;
+  int code = RunPerf({"--driver", "amqp", "--uri",
+                      "amqp://guest:guest@127.0.0.1:" + std::to_string(server.amqp_port()) + "/",
+                      "--producers", "2", "--consumers", "2", "--queues", "2", "--count", "4000",
+                      "--confirm", "100", "--persistent", "--size", "64", "--delete"},
+                     &output);
+  ExpectEverythingConfirmedAndConsumed(server, code, output, "4000");
 }
 
 TEST(PerfSmoke, TopicExchangeAndJsonOutput) {

@@ -68,7 +68,7 @@ echo "== the installed wharfd as user wharf"
 chown wharf:wharf "$work"
 start_wharfd "$work/ready" "$work/wharfd.log" \
   setpriv --reuid=wharf --regid=wharf --init-groups /usr/sbin/wharfd \
-  --config /etc/wharf/wharfd.toml --listen 127.0.0.1:0 --ready-file "$work/ready"
+  --config /etc/wharf/wharfd.toml --listen 127.0.0.1:0 --amqp-listen 127.0.0.1:0 --ready-file "$work/ready"
 [ "$(stat -c %U /proc/"$WHARFD_PID")" = wharf ] || fail "wharfd does not run as wharf"
 [ -d /var/lib/wharf/store ] || fail "no store under /var/lib/wharf"
 ctl="/usr/bin/wharfctl --server $WHARFD_ADDRESS"

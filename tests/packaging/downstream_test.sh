@@ -55,7 +55,7 @@ g++ -std=c++20 -o "$work/downstream-pc" "$source_dir/src/examples/publish_consum
 echo "== against the installed wharfd"
 mkdir -p "$work/data"
 start_wharfd "$work/ready" "$work/wharfd.log" "$prefix/sbin/wharfd" \
-  --config "$prefix/etc/wharf/wharfd.toml" --listen 127.0.0.1:0 --data-dir "$work/data" \
+  --config "$prefix/etc/wharf/wharfd.toml" --listen 127.0.0.1:0 --amqp-listen 127.0.0.1:0 --data-dir "$work/data" \
   --ready-file "$work/ready"
 for program in "$work/b/downstream" "$work/downstream-pc"; do
   out=$("$program" "$WHARFD_ADDRESS") || {

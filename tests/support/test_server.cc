@@ -45,9 +45,11 @@ void TestServer::Launch() {
   std::error_code ec;
   std::filesystem::remove(ready, ec);
   port_ = 0;
-  std::vector<std::string> args = {WHARFD_PATH,  "--listen",    "127.0.0.1:0",
-                                   "--data-dir", data_dir_,     "--ready-file",
-                                   ready,        "--log-level", "debug"};
+  // The AMQP listener on a free port too: never 5672, which a RabbitMQ on this machine or
+  // another test's wharfd may hold. A test's own --amqp-listen comes later and wins.
+  std::vector<std::string> args = {WHARFD_PATH,   "--listen",    "127.0.0.1:0", "--amqp-listen",
+                                   "127.0.0.1:0", "--data-dir",  data_dir_,     "--ready-file",
+                                   ready,         "--log-level", "debug"};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -70,10 +72,13 @@ void TestServer::Launch() {
     std::string line;
     if (in && std::getline(in, line)) {
       port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-      // "metrics host:port" follows when the metrics listener is on (the file is renamed
-      // into place whole).
-      if (std::getline(in, line) && line.starts_with("metrics ")) {
-        metrics_port_ = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+      // "metrics host:port" and "amqp host:port" follow when those listeners are on (the
+      // file is renamed into place whole).
+      amqp_port_ = 0;
+      while (std::getline(in, line)) {
+        auto port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
+        if (line.starts_with("metrics ")) metrics_port_ = port;
+        if (line.starts_with("amqp ")) amqp_port_ = port;
       }
       return;
     }

@@ -472,5 +472,64 @@ TEST_F(BrokerDelayStoreTest, FanOutDelayedMessageIsStoredOnceAndReleasedInEachQu
   EXPECT_TRUE(Take("b").empty());
 }
 
+TEST_F(BrokerDelayStoreTest, ADelayedMessageExchangeDelaysByTheXDelayHeaderAcrossRestarts) {
+  DeclareQueue("a");
+  ExchangeSpec delayed;
+  delayed.name = "later";
+  delayed.type = ExchangeType::kDirect;
+  delayed.delayed = true;
+  delayed.durable = true;
+  ASSERT_TRUE(broker_->DeclareExchange(delayed).ok());
+  BindingSpec binding;
+  binding.exchange = "later";
+  binding.queue = "a";
+  binding.routing_key = "a";
+  ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  auto publish = [&](const std::string& body, std::optional<HeaderValue> delay) {
+    Message m;
+    m.body = body;
+    m.persistent = true;
+    if (delay) m.headers["x-delay"] = *delay;
+    ASSERT_TRUE(broker_->Publish(kS1, "later", "a", std::move(m)).ok());
+  };
+  publish("in 200", int64_t{200});
+  publish("no header", std::nullopt);
+  publish("negative", int64_t{-5});     // the plugin's rule: now
+  publish("text", std::string("100"));  // not an integer: now
+  publish("in 100", int64_t{100});
+  Drain();
+  std::vector<std::string> now;
+  for (const Delivery& d : Take("a")) {
+    now.push_back(d.envelope->message.body);
+    EXPECT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+  }
+  Drain();
+  EXPECT_EQ(now, (std::vector<std::string>{"no header", "negative", "text"}));
+  EXPECT_EQ(Info("a").delayed, 2u);
+  // The exchange is stored as delayed: after a restart it still is, and the waiting ones fire.
+  Restart();
+  bool listed = false;
+  for (const ExchangeInfo& e : broker_->ListExchanges()) {
+    if (e.name == "later") {
+      listed = true;
+      EXPECT_TRUE(e.delayed);
+      EXPECT_EQ(e.type, ExchangeType::kDirect);
+    }
+  }
+  EXPECT_TRUE(listed);
+  publish("in 50 after restart", int64_t{50});
+  Tick(milliseconds(100));
+  std::vector<std::string> later;
+  for (const Delivery& d : Take("a")) later.push_back(d.envelope->message.body);
+  EXPECT_EQ(later, (std::vector<std::string>{"in 50 after restart", "in 100"}));
+  Tick(milliseconds(100));
+  later.clear();
+  for (const Delivery& d : Take("a")) later.push_back(d.envelope->message.body);
+  EXPECT_EQ(later, (std::vector<std::string>{"in 200"}));
+  // Redeclared as a plain direct exchange: not equivalent.
+  delayed.delayed = false;
+  EXPECT_EQ(broker_->DeclareExchange(delayed).code(), StatusCode::kPreconditionFailed);
+}
+
 }  // namespace
 }  // namespace wharf::broker

@@ -498,6 +498,45 @@ TEST_F(BrokerStoreTest, PagedNonPersistentMessagesDoNotSurviveARestart) {
   EXPECT_EQ(Info("mixed").ready, 0u);
 }
 
+// An AMQP publisher's property bytes (Message::amqp_properties) come back byte for byte from a
+// message kept in RAM, one paged to disk and loaded back, and one recovered after a restart.
+TEST_F(BrokerStoreTest, AmqpPropertiesOfPagedAndRecoveredMessagesComeBackByteForByte) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 3;
+  options.load_batch = 2;
+  Restart(options);
+  DeclareQueue("deep");
+  auto properties = [](int i) {
+    std::string bytes("\x98\x00\x00", 3);
+    bytes.push_back(static_cast<char>(i));
+    bytes.append("\xff\xfe\0\0", 4);
+    return bytes;
+  };
+  constexpr int kMessages = 12;
+  for (int i = 0; i < kMessages; ++i) {
+    Message m;
+    m.body = "m" + std::to_string(i);
+    m.persistent = true;
+    m.amqp_properties = properties(i);
+    ASSERT_TRUE(broker_->Publish(kS1, "", "deep", std::move(m), 0).ok());
+  }
+  Drain();
+  auto take_and_check = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      auto taken = Take("deep", 1);
+      ASSERT_EQ(taken.size(), 1u) << "message " << i;
+      EXPECT_EQ(taken[0].envelope->message.body, "m" + std::to_string(i));
+      EXPECT_EQ(taken[0].envelope->message.amqp_properties, properties(i)) << "message " << i;
+      ASSERT_TRUE(broker_->Ack(kS1, taken[0].delivery_tag, false).ok());
+    }
+  };
+  take_and_check(0, 6);  // three from RAM, then paged ones loaded back
+  Drain();
+  Restart(options);
+  EXPECT_EQ(Info("deep").ready, 6u);
+  take_and_check(6, kMessages);
+}
+
 // Regression (issue 20 review): a durable queue declared just as the disk filled stayed in
 // memory with its record unwritten (the declaration was answered with the write's error); once
 // the store wrote again, publishes into it were confirmed, and at the next start the queue,

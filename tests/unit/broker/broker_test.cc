@@ -290,8 +290,8 @@ TEST_F(BrokerTest, RedeclaringBuiltInExchangeWithItsOwnSpecIsOk) {
 TEST_F(BrokerTest, BuiltInExchangesExist) {
   std::vector<std::string> names;
   for (const ExchangeInfo& info : broker().ListExchanges()) names.push_back(info.name);
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"", "amq.direct", "amq.fanout", "amq.headers", "amq.topic"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"", "amq.direct", "amq.fanout", "amq.headers",
+                                             "amq.match", "amq.topic"}));
 }
 
 // --- Default exchange and routing -------------------------------------------------------------

@@ -30,6 +30,25 @@ TEST(ParseHeadersMatchMode, DefaultsToAll) {
 TEST(ParseHeadersMatchMode, ReadsAllAndAny) {
   EXPECT_EQ(ParseOk({{"x-match", "all"s}}), HeadersMatchMode::kAll);
   EXPECT_EQ(ParseOk({{"x-match", "any"s}}), HeadersMatchMode::kAny);
+  EXPECT_EQ(ParseOk({{"x-match", "all-with-x"s}}), HeadersMatchMode::kAllWithX);
+  EXPECT_EQ(ParseOk({{"x-match", "any-with-x"s}}), HeadersMatchMode::kAnyWithX);
+}
+
+TEST(HeadersMatch, WithXModesMatchXKeysButNotXMatch) {
+  Headers all = {{"x-match", "all-with-x"s}, {"x-k", "v"s}, {"k", "w"s}};
+  EXPECT_TRUE(Match(all, {{"x-k", "v"s}, {"k", "w"s}}));
+  EXPECT_FALSE(Match(all, {{"k", "w"s}}));
+  Headers any = {{"x-match", "any-with-x"s}, {"x-k", "v"s}, {"zz", int64_t{1}}};
+  EXPECT_TRUE(Match(any, {{"x-k", "v"s}}));
+  EXPECT_FALSE(Match(any, {{"x-match", "any-with-x"s}}));
+}
+
+TEST(HeadersMatch, TextIsOneKindAsStringOrBytes) {
+  // RabbitMQ compares the binaries: a header sent as bytes (x) matches a string (S) value.
+  Headers binding = {{"b", "x"s}};
+  EXPECT_TRUE(Match(binding, {{"b", Bytes{"x"}}}));
+  EXPECT_FALSE(Match(binding, {{"b", Bytes{"y"}}}));
+  EXPECT_FALSE(Match({{"n", int64_t{1}}}, {{"n", "1"s}}));
 }
 
 TEST(ParseHeadersMatchMode, BadValueIsInvalidArgument) {
@@ -86,8 +105,9 @@ TEST(HeadersMatch, ValuesCompareByType) {
   EXPECT_FALSE(Match({{"n", "1"s}}, {{"n", int64_t{1}}}));
   EXPECT_FALSE(Match({{"n", int64_t{1}}}, {{"n", 1.0}}));
   EXPECT_FALSE(Match({{"n", int64_t{1}}}, {{"n", true}}));
-  EXPECT_FALSE(Match({{"n", "abc"s}}, {{"n", Bytes{"abc"}}}));
   EXPECT_FALSE(Match({{"x-match", "any"s}, {"n", int64_t{1}}}, {{"n", "1"s}}));
+  // Text is one kind, string or bytes (RabbitMQ compares the binaries).
+  EXPECT_TRUE(Match({{"n", "abc"s}}, {{"n", Bytes{"abc"}}}));
 }
 
 TEST(HeadersMatch, EqualValuesOfEveryTypeMatch) {

@@ -195,7 +195,7 @@ TEST(Queue, InfoReportsSpecAndCounters) {
   spec.auto_delete = true;
   Queue q(spec, 42);
   EXPECT_EQ(q.name(), "orders");
-  EXPECT_EQ(q.owner_session_id(), 42u);
+  EXPECT_EQ(q.owner_id(), 42u);
   for (int i = 0; i < 4; ++i) q.Enqueue(MakeEnvelope("m"));
   ASSERT_TRUE(q.Pop(kNow).has_value());
   q.in_flight = 1;
@@ -204,8 +204,8 @@ TEST(Queue, InfoReportsSpecAndCounters) {
   auto active = std::make_shared<Consumer>();
   auto cancelled = std::make_shared<Consumer>();
   cancelled->active = false;
-  q.consumers().push_back(active);
-  q.consumers().push_back(cancelled);
+  q.consumers().Add(active);
+  q.consumers().Add(cancelled);
 
   QueueInfo info = q.Info();
   EXPECT_EQ(info.name, "orders");

@@ -25,6 +25,11 @@ class RecordingPeer : public SessionPeer {
     std::string consumer_tag;
     std::string reason;
   };
+  struct AckTimeout {
+    uint64_t delivery_tag;
+    std::string consumer_tag;
+    uint32_t timeout_ms;
+  };
 
   void Deliver(Delivery delivery) override { deliveries.push_back(std::move(delivery)); }
   void CompleteReceive(uint64_t request_id, std::vector<Delivery> batch) override {
@@ -55,6 +60,10 @@ class RecordingPeer : public SessionPeer {
   void ConsumerCancelled(const std::string& consumer_tag, std::string_view reason) override {
     cancellations.push_back(Cancellation{consumer_tag, std::string(reason)});
   }
+  void AckTimedOut(uint64_t delivery_tag, const std::string& consumer_tag,
+                   uint32_t timeout_ms) override {
+    ack_timeouts.push_back(AckTimeout{delivery_tag, consumer_tag, timeout_ms});
+  }
   void Flush() override { ++flushes; }
   bool Writable() const override { return writable; }
 
@@ -67,6 +76,7 @@ class RecordingPeer : public SessionPeer {
   std::vector<Delivery> deliveries;
   std::vector<Completion> completions;
   std::vector<Cancellation> cancellations;
+  std::vector<AckTimeout> ack_timeouts;
   std::vector<Confirm> confirms;
   std::vector<std::pair<uint64_t, Result<bool>>> cancels;          // CancelDelayedDone
   std::vector<std::pair<uint64_t, Result<DelayedPage>>> listings;  // ListDelayedDone

@@ -43,6 +43,14 @@ TEST(Envelope, WholeBytesCountEverythingTheMessageHolds) {
   EXPECT_GT(rest.whole_bytes(), fixed + 8 + 3 + 4 + 7 + sizeof(Death));
 }
 
+TEST(Envelope, WholeBytesCountAmqpProperties) {
+  Envelope bare;
+  Envelope amqp = bare;
+  amqp.message.amqp_properties = std::string(700, '\0');
+  EXPECT_EQ(amqp.whole_bytes(), bare.whole_bytes() + 700);
+  EXPECT_EQ(MakeEnvelope(amqp)->whole_bytes(), bare.whole_bytes() + 700);
+}
+
 TEST(Envelope, MakeEnvelopeWorksTheSizeOutOnce) {
   Envelope e;
   e.message.body = "body";

@@ -304,3 +304,58 @@ TEST(FrameDecoder, ConsumedCountsTheBytesTaken) {
 
 }  // namespace
 }  // namespace wharf::net
+
+// AMQP framing (net::Framing): the 8-byte protocol header, then whole frames.
+namespace amqp_framing {
+
+std::string AmqpFrame(uint8_t type, uint16_t channel, std::string_view payload) {
+  std::string f;
+  f.push_back(static_cast<char>(type));
+  f.push_back(static_cast<char>(channel >> 8));
+  f.push_back(static_cast<char>(channel));
+  wharf::net::AppendFrameHeader(static_cast<uint32_t>(payload.size()), &f);
+  f.append(payload);
+  f.push_back(static_cast<char>(0xCE));
+  return f;
+}
+
+TEST(FrameDecoderAmqp, TheProtocolHeaderThenWholeFramesHeaderAndEndIncluded) {
+  wharf::net::FrameDecoder decoder(4096);
+  decoder.set_framing(wharf::net::Framing::kProtocolHeader);
+  std::string stream =
+      std::string("AMQP\0\0\x09\x01", 8) + AmqpFrame(1, 0, "abc") + AmqpFrame(8, 0, "");
+  // Byte by byte: nothing comes out before a frame is whole.
+  std::vector<std::string> frames;
+  for (char c : stream) {
+    decoder.Append(std::string_view(&c, 1));
+    auto next = decoder.Next();
+    ASSERT_TRUE(next.ok());
+    if (!next->has_value()) continue;
+    frames.emplace_back(**next);
+    if (frames.size() == 1) decoder.set_framing(wharf::net::Framing::kAmqp);
+  }
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0], std::string("AMQP\0\0\x09\x01", 8));
+  EXPECT_EQ(frames[1], AmqpFrame(1, 0, "abc"));
+  EXPECT_EQ(frames[2], AmqpFrame(8, 0, ""));
+}
+
+TEST(FrameDecoderAmqp, TheLimitIsOnTheWholeFrameAsFrameMaxIs) {
+  wharf::net::FrameDecoder decoder(4096);
+  decoder.set_framing(wharf::net::Framing::kAmqp);
+  // 4088 payload bytes + 8 = 4096: allowed; one more is too large before any payload comes.
+  std::string fits = AmqpFrame(3, 1, std::string(4088, 'x'));
+  decoder.Append(fits);
+  auto next = decoder.Next();
+  ASSERT_TRUE(next.ok());
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->size(), 4096u);
+  std::string over = AmqpFrame(3, 1, std::string(4089, 'x'));
+  decoder.Append(over.substr(0, 7));
+  EXPECT_EQ(decoder.frame_bytes(), 0u);
+  auto refused = decoder.Next();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), wharf::StatusCode::kFrameTooLarge);
+}
+
+}  // namespace amqp_framing

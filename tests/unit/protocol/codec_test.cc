@@ -251,7 +251,8 @@ TEST(Codec, ExchangeInfoRoundTrips) {
 
 // Every field set to a value other than its default, so a field a conversion drops fails.
 TEST(Codec, RequestSpecsRoundTrip) {
-  ExchangeSpec exchange{"events", ExchangeType::kTopic, false, true, "alt", true};
+  // internal and arguments (AMQP's) are not in the native protocol's DeclareExchange.
+  ExchangeSpec exchange{"events", ExchangeType::kTopic, false, true, "alt", true, false, {}};
   wire::DeclareExchange wire_exchange;
   ToWire(exchange, &wire_exchange);
   std::optional<ExchangeType> type;
@@ -319,7 +320,7 @@ TEST(Codec, AnUnknownExchangeTypeAndAValuelessArgumentAreSaid) {
 }
 
 TEST(Codec, ListingInfosRoundTrip) {
-  ConnectionInfo connection{1, "alice", "127.0.0.1:5", 2, 3, 4, 5};
+  ConnectionInfo connection{1, "alice", "127.0.0.1:5", 2, 3, 4, 5, "amqp", "pika", "1.2.0", 6};
   wire::ConnectionInfo wire_connection;
   ToWire(connection, &wire_connection);
   ConnectionInfo c = FromWire(wire_connection);
@@ -330,8 +331,12 @@ TEST(Codec, ListingInfosRoundTrip) {
   EXPECT_EQ(c.consumers, 3u);
   EXPECT_EQ(c.unacked, 4u);
   EXPECT_EQ(c.pending_receives, 5u);
+  EXPECT_EQ(c.protocol, "amqp");
+  EXPECT_EQ(c.client, "pika");
+  EXPECT_EQ(c.client_version, "1.2.0");
+  EXPECT_EQ(c.channels, 6u);
 
-  ConsumerInfo consumer{"q", "tag", 7, "bob", 8, 9, 10, true};
+  ConsumerInfo consumer{"q", "tag", 7, "bob", 8, 9, 10, true, 11, -12, "waiting"};
   wire::ConsumerInfo wire_consumer;
   ToWire(consumer, &wire_consumer);
   ConsumerInfo k = FromWire(wire_consumer);
@@ -343,6 +348,9 @@ TEST(Codec, ListingInfosRoundTrip) {
   EXPECT_EQ(k.unacked, 9u);
   EXPECT_EQ(k.lease_ms, 10u);
   EXPECT_TRUE(k.exclusive);
+  EXPECT_EQ(k.priority, -12);
+  EXPECT_EQ(k.activity, "waiting");
+  EXPECT_EQ(k.channel, 11u);
 
   UserInfo user{"carol", true, "store"};
   wire::UserInfo wire_user;

@@ -110,21 +110,7 @@ class CorruptionTest : public ::testing::Test {
   // Opens the store with RocksDB directly (all four column families), runs `fn` on it, and
   // flushes every memtable to tables before closing (the log is then empty).
   void WithRawDb(const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
-                             kColumnEntries, kColumnDelayed}) {
-      families.push_back({name, rocksdb::ColumnFamilyOptions()});
-    }
-    rocksdb::DBOptions options;
-    options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(options, StorePath(), families, &handles, &db).ok());
-    fn(db, handles[0]);
-    EXPECT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
-    for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
-    db->Close();
-    delete db;
+    testing::WithRawDb(StorePath(), fn);
   }
 
   // Writes every memtable to tables (the log is then empty).

@@ -1033,6 +1033,165 @@ TEST_F(RocksDbStoreTest, OrphanedTimelineIsReported) {
   EXPECT_TRUE(state_.orphaned_queue_ids.empty());
 }
 
+// An AMQP 0-9-1 publisher's content-header property bytes (Message::amqp_properties, format
+// 6): a flags word, then values holding every byte value, NULs and 0xff included.
+std::string AmqpPropertyBytes(uint8_t seed) {
+  std::string bytes("\x98\x00", 2);
+  for (int i = 0; i < 256; ++i) bytes.push_back(static_cast<char>((i + seed) & 0xff));
+  bytes.append(3, '\0');
+  return bytes;
+}
+
+EnvelopePtr AmqpEnvelope(uint64_t id, const std::string& body, uint8_t seed) {
+  Envelope e = *MakeEnvelope(id, body);
+  e.message.amqp_properties = AmqpPropertyBytes(seed);
+  return std::make_shared<const Envelope>(std::move(e));
+}
+
+TEST_F(RocksDbStoreTest, AmqpPropertiesSurviveReopenByteForByte) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  batch.Add(StoreBatch::PutQueue{Queue("later"), 3});
+  // Inline (one queue), shared (two queues), a native message beside them, and a delayed one.
+  auto inline_one = AmqpEnvelope(10, "inline", 1);
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 10, 0, kEntryInline, inline_one}});
+  batch.Add(StoreBatch::PutMessage{AmqpEnvelope(11, "shared", 2), 2});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 2, 11, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 11, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 3, 12, 0, kEntryInline, MakeEnvelope(12, "native")}});
+  batch.Add(StoreBatch::PutDelayed{
+      EntryRef{3, 0, 13, 0, kEntryInline, AmqpEnvelope(13, "delayed", 3)}, 1'000});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  auto a = LoadAll(1);
+  ASSERT_EQ(a.size(), 3u);
+  for (const auto& m : a) ASSERT_NE(m.envelope, nullptr) << "seq " << m.seq;
+  EXPECT_EQ(a[0].envelope->message.amqp_properties, AmqpPropertyBytes(1));
+  EXPECT_EQ(a[0].envelope->message.amqp_properties.size(), 261u);
+  EXPECT_EQ(a[1].envelope->message.amqp_properties, AmqpPropertyBytes(2));
+  EXPECT_TRUE(a[2].envelope->message.amqp_properties.empty()) << "a native publish has none";
+  EXPECT_EQ(a[0].envelope->message.body, "inline");
+  EXPECT_EQ(a[0].envelope->message.headers, inline_one->message.headers);
+  EXPECT_EQ(a[0].envelope->whole_bytes(), inline_one->whole_bytes());
+  auto b = LoadAll(2);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_NE(b[0].envelope, nullptr);
+  EXPECT_EQ(b[0].envelope->message.amqp_properties, AmqpPropertyBytes(2));
+  auto later = LoadDelayedAll(3);
+  ASSERT_EQ(later.size(), 1u);
+  ASSERT_NE(later[0].envelope, nullptr);
+  EXPECT_EQ(later[0].envelope->message.amqp_properties, AmqpPropertyBytes(3));
+
+  // A redelivery rewrites the inline entry from the message in RAM: the bytes stay.
+  StoreBatch redelivered;
+  redelivered.Add(StoreBatch::PutEntry{EntryRef{1, 1, 10, 2, kEntryInline, a[0].envelope}});
+  ASSERT_TRUE(CommitSync(std::move(redelivered)).ok());
+  Reopen();
+  a = LoadAll(1);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_NE(a[0].envelope, nullptr);
+  EXPECT_EQ(a[0].receive_count, 2u);
+  EXPECT_EQ(a[0].envelope->message.amqp_properties, AmqpPropertyBytes(1));
+}
+
+TEST_F(RocksDbStoreTest, InternalExchangeWithArgumentsSurvivesReopen) {
+  Open();
+  ExchangeSpec internal;
+  internal.name = "audit";
+  internal.type = ExchangeType::kFanout;
+  internal.alternate_exchange = "lost";
+  internal.internal = true;
+  internal.arguments["x-custom"] = std::string("value");
+  internal.arguments["n"] = int64_t{-7};
+  internal.arguments["raw"] = Bytes{std::string("\0\xff", 2)};
+  internal.arguments["on"] = true;
+  internal.arguments["ratio"] = 0.25;
+  ExchangeSpec plain;
+  plain.name = "plain";
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutExchange{internal});
+  batch.Add(StoreBatch::PutExchange{plain});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  ASSERT_EQ(state_.exchanges.size(), 2u);
+  std::map<std::string, ExchangeSpec> by_name;
+  for (const ExchangeSpec& spec : state_.exchanges) by_name[spec.name] = spec;
+  ASSERT_TRUE(by_name.contains("audit"));
+  ASSERT_TRUE(by_name.contains("plain"));
+  const ExchangeSpec& got = by_name["audit"];
+  EXPECT_EQ(got.type, ExchangeType::kFanout);
+  EXPECT_EQ(got.alternate_exchange, "lost");
+  EXPECT_TRUE(got.internal);
+  EXPECT_EQ(got.arguments, internal.arguments);
+  EXPECT_FALSE(by_name["plain"].internal);
+  EXPECT_TRUE(by_name["plain"].arguments.empty());
+}
+
+// A format-5 directory (no record has the AMQP fields) opens as it is, and is marked format 6.
+TEST_F(RocksDbStoreTest, FormatFiveIsUpgradedInPlace) {
+  Open();
+  ExchangeSpec ex;
+  ex.name = "events";
+  ex.type = ExchangeType::kTopic;
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutExchange{ex});
+  batch.Add(StoreBatch::PutQueue{Queue("a"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("b"), 2});
+  batch.Add(
+      StoreBatch::PutEntry{EntryRef{1, 1, 1, 0, kEntryInline, MakeEnvelope(1, "from format 5")}});
+  batch.Add(StoreBatch::PutMessage{MakeEnvelope(2, "shared in format 5"), 2});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 2, 2, 0, kEntryShared}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 2, 0, kEntryShared}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "5").ok());
+  });
+  ASSERT_EQ(testing::RawFormatVersion(dir_.path()), "5");
+
+  Open();
+  ASSERT_EQ(state_.exchanges.size(), 1u);
+  EXPECT_EQ(state_.exchanges[0].name, "events");
+  EXPECT_FALSE(state_.exchanges[0].internal);
+  EXPECT_TRUE(state_.exchanges[0].arguments.empty());
+  auto a = LoadAll(1);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_NE(a[0].envelope, nullptr);
+  ASSERT_NE(a[1].envelope, nullptr);
+  EXPECT_EQ(a[0].envelope->message.body, "from format 5");
+  EXPECT_EQ(a[1].envelope->message.body, "shared in format 5");
+  EXPECT_TRUE(a[0].envelope->message.amqp_properties.empty());
+  auto b = LoadAll(2);
+  ASSERT_EQ(b.size(), 1u);
+  ASSERT_NE(b[0].envelope, nullptr);
+  EXPECT_EQ(b[0].envelope->message.body, "shared in format 5");
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "6");
+  Open();  // and opens again as format 6
+  EXPECT_EQ(LoadAll(1).size(), 2u);
+}
+
+TEST_F(RocksDbStoreTest, FormatSevenIsRefusedAsNewer) {
+  Open();
+  store_.reset();
+  testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "7").ok());
+  });
+  store_ = OpenStore(dir_.path(), &mailbox_);
+  ASSERT_NE(store_, nullptr);
+  auto state = store_->Recover();
+  ASSERT_FALSE(state.ok());
+  EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
+  const std::string message(state.status().message());
+  EXPECT_NE(message.find("has storage format 7; this wharfd reads format 6"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "7") << "a refused directory is left as it is";
+}
+
 TEST(StoreKeysTest, DelayedKeysSortByDueTimeThenId) {
   EXPECT_LT(DelayedKey(1, -1, 9), DelayedKey(1, 0, 1));
   EXPECT_LT(DelayedKey(1, 0, UINT64_MAX), DelayedKey(1, 1, 0));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -14,7 +15,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "store/keys.h"
 #include "store/rocksdb_store.h"
 
 namespace wharf::store::testing {
@@ -92,6 +95,40 @@ inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
   e.message.persistent = true;
   e.routing_key = "q";
   return std::make_shared<const Envelope>(std::move(e));
+}
+
+// Opens the store at `path` with RocksDB directly (all four column families; the store itself
+// closed), runs `fn` on it, and flushes every memtable to tables before closing (the log is
+// then empty). What a test uses to write what another build (or damage) would have left.
+inline void WithRawDb(
+    const std::string& path,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
+                           kColumnEntries, kColumnDelayed}) {
+    families.push_back({name, rocksdb::ColumnFamilyOptions()});
+  }
+  rocksdb::DBOptions options;
+  options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, path, families, &handles, &db).ok());
+  fn(db, handles[0]);
+  EXPECT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
+  for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
+  db->Close();
+  delete db;
+}
+
+// The format version under "F", read with RocksDB directly (the store closed); "" when absent.
+inline std::string RawFormatVersion(const std::string& path) {
+  std::string value;
+  WithRawDb(path, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    rocksdb::Status s = db->Get(rocksdb::ReadOptions(), meta,
+                                rocksdb::Slice(kFormatKey.data(), kFormatKey.size()), &value);
+    EXPECT_TRUE(s.ok() || s.IsNotFound()) << s.ToString();
+  });
+  return value;
 }
 
 inline std::unique_ptr<RocksDbStore> OpenStore(const std::string& path, Mailbox* mailbox,

@@ -1,0 +1,60 @@
+"""A real wharfd for the Python integration tests: started on free loopback ports with a
+temporary data directory (and an optional config file), stopped with SIGTERM.
+"""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+
+class Wharfd:
+    def __init__(self, wharfd, config_text=None):
+        self.dir = tempfile.mkdtemp(prefix="wharf-py-")
+        self.config = os.path.join(self.dir, "wharfd.toml")
+        ready = os.path.join(self.dir, "ready")
+        args = [wharfd, "--listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--data-dir",
+                os.path.join(self.dir, "data"), "--ready-file", ready, "--log-level", "debug"]
+        if config_text is not None:
+            self.write_config(config_text)
+            args += ["--config", self.config]
+        self.log = open(os.path.join(self.dir, "wharfd.log"), "wb")
+        self.process = subprocess.Popen(args, stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        self.amqp_port = None
+        while time.time() < deadline and self.amqp_port is None:
+            if os.path.exists(ready):
+                with open(ready) as f:
+                    for line in f:
+                        if line.startswith("amqp "):
+                            self.amqp_port = int(line.rsplit(":", 1)[1])
+            time.sleep(0.02)
+        if self.amqp_port is None:
+            raise RuntimeError("wharfd did not start:\n" + self.read_log())
+
+    def url(self):
+        return "amqp://guest:guest@127.0.0.1:%d/" % self.amqp_port
+
+    def write_config(self, text):
+        """Replaces the config file at once (a SIGHUP then reloads what may change live)."""
+        with open(self.config + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(self.config + ".tmp", self.config)
+
+    def reload(self):
+        self.process.send_signal(signal.SIGHUP)
+
+    def read_log(self):
+        with open(os.path.join(self.dir, "wharfd.log"), errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        """SIGTERM; the exit code (-1 when it had to be killed)."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = -1
+        self.log.close()
+        return code
