@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "store/background_errors.h"
 #include "store/keys.h"
 #include "store/records.h"
 #include "store/rocksdb_logger.h"
@@ -204,6 +205,9 @@ Status RocksDbStore::OpenDb() {
   // they can start from a hint: the last insert of the same prefix (below).
   db_options.allow_concurrent_memtable_write = false;
   db_options.keep_log_file_num = 4;
+  // A compaction that runs out of space is retried, not kept as an error (background_errors.h).
+  if (!background_errors_) background_errors_ = std::make_shared<BackgroundErrors>();
+  db_options.listeners.push_back(background_errors_);
   if (options_.write_faults || options_.file_system) {
     std::shared_ptr<rocksdb::FileSystem> fs =
         options_.file_system ? options_.file_system : rocksdb::FileSystem::Default();

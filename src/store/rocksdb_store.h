@@ -54,6 +54,8 @@ class WriteBatch;
 
 namespace wharf::store {
 
+class BackgroundErrors;
+
 struct StoreOptions {
   std::string path;  // the RocksDB directory (created if missing)
   // Memory RocksDB may use, whatever the backlog: memtables of all column families together,
@@ -277,6 +279,7 @@ class RocksDbStore final : public MessageStore {
   // The free-space reserve and ballast: written by the writer (and Open), read by anyone.
   DiskGuard disk_;
   std::shared_ptr<rocksdb::CompactOnDeletionCollectorFactory> deletions_;
+  std::shared_ptr<BackgroundErrors> background_errors_;  // kept across reopens
   bool written_since_flush_ = false;  // writer: written since WatchDisk last flushed
   bool disk_low_ = false;             // writer: below disk_low_bytes (or twice the reserve)
   uint64_t written_since_watch_ = 0;  // writer: bytes written since WatchDisk last ran
