@@ -112,6 +112,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
                  "publish every message delayed by MS (native only) and report how late each "
                  "was delivered")
       ->check(Unsigned(0, uint64_t{1} << 62));
+  app.add_option("--dedup-window", o->dedup_window_ms,
+                 "declare the queues with this deduplication window (x-deduplication-window, "
+                 "native only, with --persistent) and give every message its own key")
+      ->check(Unsigned(1, 604'800'000));
   app.add_flag("--delete", o->delete_queues, "delete the queues (and exchange) at the end");
   app.add_flag("--json", o->json, "print the summary as one JSON object (last line)");
   try {
@@ -140,6 +144,9 @@ int main(int argc, char** argv) {
   bool server_given = false, uri_given = false;
   if (auto rc = ParseCommandLine(argc, argv, &o, &server_given, &uri_given)) return *rc;
   if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
+  if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
+    return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
+  }
   if (o.count == 0 && o.duration_s <= 0) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
@@ -284,6 +291,7 @@ int main(int argc, char** argv) {
         {"errors", st.errors.load()},
         {"unsent", st.unsent.load()},
         {"seconds", std::round(total_s * 100) / 100},
+        {"dedup_window_ms", o.dedup_window_ms},
         {"delay_ms", o.delay_ms},
         {"late_p50_us", l50},
         {"late_p99_us", l99},

@@ -35,6 +35,9 @@ class NativeDriver final : public Driver {
       QueueSpec spec;
       spec.name = o.QueueName(i);
       spec.durable = o.persistent;
+      if (o.dedup_window_ms > 0) {
+        spec.arguments["x-deduplication-window"] = static_cast<int64_t>(o.dedup_window_ms);
+      }
       auto declared = (*client)->DeclareQueue(spec);
       if (!declared.ok()) return declared.status();
       if (!o.exchange_type.empty()) {
@@ -81,6 +84,7 @@ class NativeDriver final : public Driver {
     uint64_t n = static_cast<uint64_t>(index);
     PublishOptions publish_options;
     publish_options.delay_ms = o.delay_ms;
+    const uint64_t run_key = NowNanos();
     const std::string exchange = o.ExchangeName();
     while (run.TakeTicket()) {
       if (interval.count() > 0) {
@@ -92,6 +96,11 @@ class NativeDriver final : public Driver {
           if (run.stop) break;
         }
         if (run.stop) break;
+      }
+      if (o.dedup_window_ms > 0) {
+        // Unique across producers and runs of one broker: the producer, then the sequence.
+        message.headers["x-deduplication-header"] =
+            std::to_string(run_key) + "-" + std::to_string(index) + "-" + std::to_string(n);
       }
       int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
       StampBody(&message.body);

@@ -45,6 +45,9 @@ struct Options {
   bool delete_queues = false;
   bool json = false;
   uint64_t delay_ms = 0;  // delayed delivery (native only): lateness is measured
+  // Queues with this deduplication window (x-deduplication-window), each message with its own
+  // key (x-deduplication-header); 0 = none. Native only, with --persistent.
+  uint64_t dedup_window_ms = 0;
 
   std::string QueueName(int i) const {
     return queues == 1 ? queue : queue + "-" + std::to_string(i);

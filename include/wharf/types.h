@@ -235,6 +235,9 @@ struct BackupInfo {
 struct PublishResult {
   uint64_t message_id = 0;
   uint32_t routed_queues = 0;  // 0: reached no queue
+  // Not 0: a queue with a deduplication window had already accepted this publish's key, from
+  // the message with this id, and dropped it (docs/lifecycle.md, "Deduplication").
+  uint64_t duplicate_of = 0;
 };
 
 }  // namespace wharf

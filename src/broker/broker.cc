@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "broker/dedup_key.h"
 #include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
 
@@ -402,6 +403,18 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       return true;
     });
   }
+  // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
+  // "" where there is none to check. The store decides, in the commit, whether they take it.
+  std::vector<std::string> dedup_keys(targets.size());
+  size_t deduplicated = 0;
+  if (store_) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const QueuePolicy& policy = targets[i]->policy();
+      if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
+      WHARF_ASSIGN_OR_RETURN(dedup_keys[i], DedupKeyOf(message, policy.dedup_by_body));
+      if (!dedup_keys[i].empty()) ++deduplicated;
+    }
+  }
   // Which targets store it: durable queues take persistent messages, and a queue that pages
   // to disk takes every message there.
   const bool persistent = message.persistent;
@@ -409,8 +422,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   std::vector<uint8_t> modes(targets.size(), kRam);
   uint32_t references = 0;
   if (store_) {
-    // A delayed message in a durable queue is always written: its timeline is on disk.
-    WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent || due_ms != 0));
+    // A delayed message in a durable queue is always written: its timeline is on disk. So is
+    // a deduplication key, even of a transient message.
+    WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent || due_ms != 0 || deduplicated > 0));
     for (size_t i = 0; i < targets.size(); ++i) {
       bool page = due_ms == 0 && targets[i]->ShouldPage(options_.page_limits);
       if (targets[i]->store_id() != 0 && (persistent || page || due_ms != 0)) {
@@ -423,15 +437,29 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   message.published_at_ms = now_ms;
   message.deaths.clear();  // the broker's to set
   auto envelope = MakeEnvelope(Envelope{std::move(message), exchange_name, routing_key});
-  // One stored queue: the message goes inside its entry. Several: written once, referenced.
-  const bool inline_entry = references == 1;
+  // One stored queue: the message goes inside its entry. Several: written once, referenced,
+  // unless a deduplication window may refuse it: then each entry has its own copy, so one the
+  // store skips leaves no reference behind (store::StoreBatch::PutDedup).
+  const bool inline_entry = references == 1 || deduplicated > 0;
   const uint8_t flags =
       static_cast<uint8_t>((inline_entry ? store::kEntryInline : store::kEntryShared) |
                            (persistent ? 0 : store::kEntryTransient));
-  if (references > 1) Persist(store::StoreBatch::PutMessage{envelope, references});
+  if (references > 1 && !inline_entry) {
+    Persist(store::StoreBatch::PutMessage{envelope, references});
+  }
+  std::vector<std::shared_ptr<store::DedupOutcome>> outcomes;
   for (size_t i = 0; i < targets.size(); ++i) {
     Queue* queue = targets[i];
     auto it = queues_.find(queue->name());
+    std::shared_ptr<store::DedupOutcome> dedup;
+    if (!dedup_keys[i].empty()) {
+      // Ahead of the entry it may keep from being written.
+      dedup = std::make_shared<store::DedupOutcome>();
+      outcomes.push_back(dedup);
+      Persist(store::StoreBatch::PutDedup{
+          queue->store_id(), std::move(dedup_keys[i]), envelope->message.id,
+          now_ms + static_cast<int64_t>(queue->policy().dedup_window_ms), now_ms, dedup});
+    }
     if (due_ms != 0) {
       // Routed now, visible when due (docs/scheduler.md).
       DelayKey key{due_ms, envelope->message.id};
@@ -441,12 +469,22 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
                             inline_entry ? envelope : nullptr},
             due_ms});
       }
-      queue->delayed().Add(
-          key, DelayedMessage{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}, 0, nullptr});
+      DelayedMessage delayed{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}, 0, nullptr};
+      if (dedup) {
+        dedup_resolutions_.push_back(DedupResolution{it != queues_.end() ? it->second : nullptr, 0,
+                                                     dedup, std::pair{key, std::move(delayed)}});
+        continue;
+      }
+      queue->delayed().Add(key, std::move(delayed));
       if (it != queues_.end()) UpdateDelayHead(it->second);
       continue;
     }
-    uint64_t seq = queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
+    uint64_t seq = dedup ? queue->EnqueueHeld(envelope, modes[i] != kRam, flags, modes[i] == kPage)
+                         : queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
+    if (dedup) {
+      dedup_resolutions_.push_back(
+          DedupResolution{it != queues_.end() ? it->second : nullptr, seq, dedup});
+    }
     if (timing.expire_undelivered) queue->expire_unless_delivered().push_back(seq);
     if (modes[i] != kRam) {
       Persist(store::StoreBatch::PutEntry{store::EntryRef{queue->store_id(), seq,
@@ -499,11 +537,12 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   outcome.result.message_id = envelope->message.id;
   outcome.result.routed_queues = static_cast<uint32_t>(targets.size() + expire_now.size());
   outcome.envelope = std::move(envelope);
-  if (persistent && references > 0) {
-    // Confirmed when the batch holding it is synced; one sync serves every publish in it.
+  if ((persistent && references > 0) || !outcomes.empty()) {
+    // Confirmed when the batch holding it is synced; one sync serves every publish in it. A
+    // deduplication key is durable before its publish is confirmed, as a message is.
     if (request_id != 0) {
-      pending_confirms_.push_back(
-          PendingConfirm{session_id, request_id, outcome.result, clock_->Now()});
+      pending_confirms_.push_back(PendingConfirm{session_id, request_id, outcome.result,
+                                                 clock_->Now(), std::move(outcomes)});
       batch_sync_ = true;
       outcome.deferred = true;
     }

@@ -91,6 +91,8 @@ struct QueueMetrics {
   uint64_t nacked_total = 0;
   uint64_t redelivered_total = 0;
   uint64_t dead_lettered_total = 0;
+  uint64_t duplicates_total = 0;  // publishes the deduplication window dropped
+  uint64_t held = 0;              // publishes waiting for the store's deduplication answer
   uint64_t expired_total = 0;
   uint64_t lease_expired_total = 0;
 };
@@ -536,7 +538,22 @@ class Broker {
     uint64_t request_id;
     PublishResult result;
     SteadyTime at;  // when it was published (confirm latency)
+    // The store's answers for the deduplication windows it reached: a duplicate in any one
+    // sets result.duplicate_of.
+    std::vector<std::shared_ptr<store::DedupOutcome>> dedup = {};
   };
+  // A publish into a queue with a deduplication window, held until the commit holding its
+  // PutDedup says whether the queue takes it (docs/lifecycle.md, "Deduplication").
+  struct DedupResolution {
+    std::weak_ptr<Queue> queue;
+    uint64_t seq = 0;  // the held message (Queue::EnqueueHeld); unused when delayed
+    std::shared_ptr<store::DedupOutcome> outcome;
+    // A delayed publish: put on the timeline once accepted.
+    std::optional<std::pair<DelayKey, DelayedMessage>> delayed = std::nullopt;
+  };
+  // Makes held publishes ready, or drops them (duplicates, or a failed commit). Runs before
+  // the commit's confirms go out.
+  void ResolveDedup(std::vector<DedupResolution> resolutions, const Status& status);
   template <typename Op>
   void Persist(Op op) {
     if (store_ && !replaying_) batch_.Add(std::move(op));
@@ -593,6 +610,7 @@ class Broker {
   store::StoreBatch batch_;  // changes since the last Flush
   bool batch_sync_ = false;  // someone waits for batch_ to be durable
   std::vector<PendingConfirm> pending_confirms_;
+  std::vector<DedupResolution> dedup_resolutions_;  // of the batch being built
   uint64_t next_queue_id_ = 1;
   bool replaying_ = false;  // Recover() is rebuilding what the store already holds
   uint64_t commits_in_flight_ = 0;

@@ -32,6 +32,8 @@ BrokerMetrics Broker::Metrics() const {
     m.dead_lettered_total = queue->dead_lettered_total;
     m.expired_total = queue->expired_total;
     m.lease_expired_total = queue->lease_expired_total;
+    m.duplicates_total = queue->duplicates_total;
+    m.held = queue->held();
     out.consumers += m.info.consumers;
     out.queues.push_back(std::move(m));
   }

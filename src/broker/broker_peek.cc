@@ -79,7 +79,7 @@ Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string&
       std::max(page.messages.empty() ? from : page.next_after + 1, queue->load_from_seq());
   const uint32_t wanted = limit - static_cast<uint32_t>(page.messages.size());
   const uint64_t store_id = queue->store_id();
-  const uint64_t to = queue->next_seq();
+  const uint64_t to = queue->load_end_seq();  // held messages are not shown yet
   const uint64_t run_start = run_start_id_;
   const uint64_t delivered_through = queue->delivered_through();
   const uint64_t budget = with_body ? kPeekBodyBytes - bytes : LoadBytes();

@@ -199,16 +199,42 @@ void Broker::CommitPending(bool probe) {
     return;
   }
   ++commits_in_flight_;
-  store_->Commit(std::move(batch_), batch_sync_ || probe,
-                 [this, confirms = std::move(pending_confirms_),
-                  after = std::move(after_commit_)](Status status) mutable {
-                   OnCommitted(std::move(confirms), status);
-                   for (auto& fn : after) fn(status);
-                 });
+  store_->Commit(
+      std::move(batch_), batch_sync_ || probe,
+      [this, confirms = std::move(pending_confirms_), resolutions = std::move(dedup_resolutions_),
+       after = std::move(after_commit_)](Status status) mutable {
+        if (!resolutions.empty()) ResolveDedup(std::move(resolutions), status);
+        OnCommitted(std::move(confirms), status);
+        for (auto& fn : after) fn(status);
+      });
   batch_ = store::StoreBatch();
   batch_sync_ = false;
   pending_confirms_.clear();
+  dedup_resolutions_.clear();
   after_commit_.clear();
+}
+
+void Broker::ResolveDedup(std::vector<DedupResolution> resolutions, const Status& status) {
+  thread_checker_.Check();
+  for (DedupResolution& r : resolutions) {
+    std::shared_ptr<Queue> queue = r.queue.lock();
+    if (!queue || queue->deleted) continue;
+    // A failed commit wrote neither the key nor the message: the publisher got the error.
+    const bool keep = status.ok() && r.outcome->duplicate_of == 0;
+    if (status.ok() && !keep) {
+      ++queue->duplicates_total;
+      spdlog::debug("queue={} dropped a duplicate publish of message {}", LogSafe(queue->name()),
+                    r.outcome->duplicate_of);
+    }
+    if (r.delayed) {
+      if (keep) {
+        queue->delayed().Add(r.delayed->first, std::move(r.delayed->second));
+        UpdateDelayHead(queue);
+      }
+    } else if (queue->Resolve(r.seq, keep)) {
+      ScheduleDispatch(queue);
+    }
+  }
 }
 
 void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& status) {
@@ -233,7 +259,14 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
     }
     SessionState* session = FindSession(confirm.session_id);
     if (!session) continue;  // the publisher left; it never saw a confirm, so it may resend
-    session->peer().PublishDone(confirm.request_id, confirm.result, status);
+    PublishResult result = confirm.result;
+    for (const auto& dedup : confirm.dedup) {
+      if (dedup->duplicate_of != 0) {
+        result.duplicate_of = dedup->duplicate_of;
+        break;
+      }
+    }
+    session->peer().PublishDone(confirm.request_id, result, status);
     MarkDirty(*session);
   }
 }
@@ -243,8 +276,8 @@ void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
   std::weak_ptr<Queue> weak = queue;
   uint64_t generation = queue->load_generation;
   queue->BeginLoad();
-  store_->Load(queue->store_id(), queue->load_from_seq(), queue->next_seq(), options_.load_batch,
-               LoadBytes(),
+  store_->Load(queue->store_id(), queue->load_from_seq(), queue->load_end_seq(),
+               options_.load_batch, LoadBytes(),
                [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {
                  OnLoaded(weak, generation, std::move(loaded));
                });

@@ -370,6 +370,12 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   }
   // Exclusive queues end with their connection, so they are never stored (as in RabbitMQ).
   bool stored = store_ && spec.durable && !spec.exclusive;
+  if (policy->dedup_window_ms > 0 && !stored) {
+    return Status(amqp ? StatusCode::kPreconditionFailed : StatusCode::kInvalidArgument,
+                  "queue argument 'x-deduplication-window' needs a durable, non-exclusive queue "
+                  "(its deduplication keys are kept in the message store) (queue " +
+                      Quote(spec.name) + ")");
+  }
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
   uint64_t store_id = stored ? next_queue_id_++ : 0;
   // An exclusive queue belongs to the session's owner: any session of it may use it.

@@ -96,23 +96,64 @@ uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, 
                         uint32_t receive_count, int64_t first_received_at_ms,
                         FailuresPtr failures) {
   uint64_t seq = next_seq_++;
+  QueuedMessage message{
+      std::move(envelope), seq, receive_count, stored, store_flags, first_received_at_ms,
+      std::move(failures)};
+  if (!held_.empty()) {
+    // Behind a held message: ready in its turn.
+    held_paged_ += page ? 1 : 0;
+    held_.push_back(Held{std::move(message), page, /*resolved=*/true, /*keep=*/true});
+    return seq;
+  }
+  Place(std::move(message), page);
+  return seq;
+}
+
+uint64_t Queue::EnqueueHeld(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page) {
+  uint64_t seq = next_seq_++;
+  held_paged_ += page ? 1 : 0;
+  held_.push_back(Held{QueuedMessage{std::move(envelope), seq, 0, stored, store_flags, 0, nullptr},
+                       page, /*resolved=*/false, /*keep=*/false});
+  return seq;
+}
+
+bool Queue::Resolve(uint64_t seq, bool keep) {
+  // Held messages are few (those of the commits in flight): a walk is enough.
+  auto it = std::find_if(held_.begin(), held_.end(),
+                         [&](const Held& h) { return h.message.seq == seq && !h.resolved; });
+  if (it == held_.end()) return false;
+  it->resolved = true;
+  it->keep = keep;
+  bool released = false;
+  while (!held_.empty() && held_.front().resolved) {
+    Held front = std::move(held_.front());
+    held_.pop_front();
+    held_paged_ -= front.page ? 1 : 0;
+    if (!front.keep) continue;
+    Place(std::move(front.message), front.page);
+    released = true;
+  }
+  return released;
+}
+
+void Queue::Place(QueuedMessage message, bool page) {
+  const uint64_t seq = message.seq;
   ++published_total;
+  const uint64_t body = message.envelope->message.body.size();
   if (page) {
     if (paged_ == 0) load_from_seq_ = seq;
     ++paged_;
-    paged_bytes_ += envelope->message.body.size();
+    paged_bytes_ += body;
     if (seq >= load_to_seq_) {
       ++paged_beyond_load_;
-      paged_beyond_load_bytes_ += envelope->message.body.size();
+      paged_beyond_load_bytes_ += body;
     }
-    return seq;
+    return;
   }
-  ram_bytes_ += envelope->message.body.size();
-  ram_memory_ += envelope->whole_bytes();
-  ready_.push_back(QueuedMessage{std::move(envelope), seq, receive_count, stored, store_flags,
-                                 first_received_at_ms, std::move(failures)});
+  ram_bytes_ += body;
+  ram_memory_ += message.envelope->whole_bytes();
+  ready_.push_back(std::move(message));
   NoteExpiry(ready_.back());
-  return seq;
 }
 
 void Queue::Requeue(QueuedMessage message) {
@@ -151,7 +192,8 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
 
 PurgeResult Queue::Purge(uint64_t floor) {
   PurgeResult result;
-  result.count = ready();
+  // Held messages go too: the store may yet accept them, and the range hides their entries.
+  result.count = ready() + held_.size();
   // Ready messages come after every delivered one (deliveries take the head), returned ones
   // interleave with those still in flight: the range starts at the first ready message at or
   // above `floor`, and whatever is stored below it is removed entry by entry.
@@ -167,6 +209,7 @@ PurgeResult Queue::Purge(uint64_t floor) {
   };
   for (auto& [seq, m] : returned_) consider(m);
   for (auto& m : ready_) consider(m);
+  for (auto& h : held_) consider(h.message);
   result.paged = paged_;
   result.range_messages += paged_;
   if (result.range_messages > 0) {
@@ -178,6 +221,8 @@ PurgeResult Queue::Purge(uint64_t floor) {
   }
   ready_.clear();
   returned_.clear();
+  held_.clear();
+  held_paged_ = 0;
   ram_bytes_ = 0;
   ram_memory_ = 0;
   returned_bytes_ = 0;

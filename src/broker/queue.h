@@ -16,6 +16,9 @@
 // start-up begins with everything paged. So RAM holds at most the page limits plus one load
 // batch per queue, however deep the backlog (docs/storage.md).
 //
+// Held messages (publish deduplication): a publish the store must admit first waits, unseen,
+// with everything enqueued behind it, until the store answers (EnqueueHeld, Resolve).
+//
 // Thread safety: confined to the broker thread.
 #pragma once
 
@@ -112,7 +115,8 @@ class Queue {
   // True when the next message enqueued must go to the store only (see Paging above).
   bool ShouldPage(const PageLimits& limits) const {
     return store_id_ != 0 &&
-           (paged_ > 0 || live_in_ram() >= limits.max_messages || ram_memory_ >= limits.max_bytes);
+           (paged_ > 0 || held_paged_ > 0 || live_in_ram() >= limits.max_messages ||
+            ram_memory_ >= limits.max_bytes);
   }
   // Appends a message and returns its sequence number. With `page` it is counted, not kept:
   // the caller has written it to the store.
@@ -122,6 +126,22 @@ class Queue {
                    uint32_t receive_count = 0, int64_t first_received_at_ms = 0,
                    FailuresPtr failures = nullptr);
   void Enqueue(EnvelopePtr envelope) { Enqueue(std::move(envelope), false, 0, false); }
+
+  // --- Held messages (publish deduplication; docs/lifecycle.md, "Deduplication") ---
+  // A message whose acceptance the store decides (a PutDedup in the same commit) takes its
+  // sequence number now and is held out of sight until Resolve. Everything enqueued after it
+  // waits behind it, so the queue's order is the publish order; none of it is ready, paged,
+  // loaded or delivered until the held messages ahead are resolved.
+  uint64_t EnqueueHeld(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page);
+  // The store answered for held message `seq`: kept (`keep`), or dropped (a duplicate, or the
+  // commit failed). Returns true when messages became ready or paged. A `seq` no longer held
+  // (purged meanwhile) is ignored.
+  bool Resolve(uint64_t seq, bool keep);
+  // Messages held or waiting behind one.
+  size_t held() const { return held_.size(); }
+  // Where loads of paged messages stop: entries from here on belong to held messages and to
+  // those waiting behind them, which are not paged yet.
+  uint64_t load_end_seq() const { return held_.empty() ? next_seq_ : held_.front().message.seq; }
   void Requeue(QueuedMessage message);
   // Takes the next message in RAM, moving expired ones to `expired`. nullopt when none is in
   // RAM (there may be paged ones: see NeedsLoad).
@@ -181,10 +201,10 @@ class Queue {
   // contradicts the count (the store and the queue disagree); the count is corrected.
   bool AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
                  bool reached_end);
-  // A load of [load_from_seq(), next_seq()) is being sent to the store: messages paged from
-  // now on lie beyond it, and stay paged when it reaches its end.
+  // A load of [load_from_seq(), load_end_seq()) is being sent to the store: messages paged
+  // from now on lie beyond it, and stay paged when it reaches its end.
   void BeginLoad() {
-    load_to_seq_ = next_seq_;
+    load_to_seq_ = load_end_seq();
     paged_beyond_load_ = 0;
     paged_beyond_load_bytes_ = 0;
   }
@@ -231,6 +251,7 @@ class Queue {
   uint64_t expired_total = 0;
   uint64_t lease_expired_total = 0;
   uint64_t dead_lettered_total = 0;  // moved to the dead-letter target, or dropped without one
+  uint64_t duplicates_total = 0;     // publishes its deduplication window dropped
   bool deleted = false;
   bool dispatch_scheduled = false;  // in Broker::pending_dispatch_
   // x-expires: when the queue is deleted unless used before; its key in Broker::idle_queues_.
@@ -248,6 +269,8 @@ class Queue {
 
  private:
   void NoteExpiry(const QueuedMessage& m);
+  // Makes `message` ready (or paged): Enqueue's work once nothing is held ahead of it.
+  void Place(QueuedMessage message, bool page);
   uint64_t live_in_ram() const { return ready_.size() - tombstones_; }
   // Drops tombstones at the front of ready_, so that they never pile up there.
   void TrimFront();
@@ -277,6 +300,14 @@ class Queue {
   uint64_t estimate_ = 0;  // > 0: paged_ counts a recovery estimate this large
   uint64_t delivered_through_ = 0;
   std::deque<QueuedMessage> ready_;
+  struct Held {
+    QueuedMessage message;
+    bool page = false;
+    bool resolved = false;  // the store answered (or it never needed an answer)
+    bool keep = true;
+  };
+  std::deque<Held> held_;
+  uint64_t held_paged_ = 0;  // of held_, those to be paged
   std::map<uint64_t, QueuedMessage> returned_;
   ConsumerSet consumers_;
   std::vector<uint64_t> expire_unless_delivered_;

@@ -55,7 +55,9 @@ constexpr const char* kKnown[] = {"x-lease-ms",
                                   "x-overflow",
                                   "x-message-ttl",
                                   "x-expires",
-                                  "x-single-active-consumer"};
+                                  "x-single-active-consumer",
+                                  "x-deduplication-window",
+                                  "x-deduplication-source"};
 
 }  // namespace
 
@@ -148,12 +150,10 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
   const bool lenient = rules != QueueRules::kWharf;
   for (const auto& [name, value] : arguments) {
     if (!lenient && !IsKnownQueueArgument(name)) {
+      std::string known;
+      for (const char* k : kKnown) known += (known.empty() ? "" : ", ") + std::string(k);
       return Status(StatusCode::kInvalidArgument,
-                    "unknown queue argument '" + CutForDisplay(name) +
-                        "' (known: x-lease-ms, x-max-lease-ms, x-retry-base-ms, x-retry-max-ms, "
-                        "x-dead-letter-queue, x-dead-letter-exchange, x-dead-letter-routing-key, "
-                        "x-max-attempts, x-max-length, x-max-length-bytes, x-overflow, "
-                        "x-message-ttl, x-expires, x-single-active-consumer)");
+                    "unknown queue argument '" + CutForDisplay(name) + "' (known: " + known + ")");
     }
   }
   QueuePolicy policy;
@@ -238,6 +238,22 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
                     "queue argument 'x-single-active-consumer' must be a boolean");
     }
     policy.single_active_consumer = *value;
+  }
+  WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-deduplication-window", 1, kMaxDedupWindowMs,
+                                   &policy.dedup_window_ms));
+  std::optional<std::string> source;
+  WHARF_RETURN_IF_ERROR(ReadString(arguments, "x-deduplication-source", &source));
+  if (source) {
+    if (*source != "header" && *source != "body") {
+      return Status(StatusCode::kInvalidArgument, "queue argument 'x-deduplication-source' = '" +
+                                                      CutForDisplay(*source) +
+                                                      "': must be header or body");
+    }
+    if (policy.dedup_window_ms == 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-deduplication-source' needs 'x-deduplication-window'");
+    }
+    policy.dedup_by_body = *source == "body";
   }
   std::optional<std::string> overflow;
   WHARF_RETURN_IF_ERROR(ReadString(arguments, "x-overflow", &overflow));

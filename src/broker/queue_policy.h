@@ -20,6 +20,11 @@
 
 namespace wharf::broker {
 
+// The message header holding a publisher's deduplication id (the name RabbitMQ's
+// message-deduplication plugin reads), and the longest window a queue may keep.
+inline constexpr std::string_view kDedupHeader = "x-deduplication-header";
+inline constexpr uint32_t kMaxDedupWindowMs = 7 * 86'400'000;
+
 struct QueuePolicy {
   // Every delivery holds a lease: unsettled at its end, the message is redelivered.
   uint32_t lease_ms = 30'000;          // x-lease-ms: the default
@@ -64,6 +69,14 @@ struct QueuePolicy {
   // x-single-active-consumer: only one consumer at a time is offered messages (the first to
   // subscribe; when it goes, the highest-priority waiting one). See broker/consumer_set.h.
   bool single_active_consumer = false;
+
+  // Publish deduplication (docs/lifecycle.md, "Deduplication"): x-deduplication-window, in
+  // ms (1 ms to 7 days; 0 = off): a publish whose key this queue accepted within the window is
+  // dropped, and still confirmed, as a duplicate. The key is the message's
+  // x-deduplication-header (kDedupHeader), or with x-deduplication-source "body" the SHA-256
+  // of its body. Durable queues only: the keys live in the store, not in memory.
+  uint32_t dedup_window_ms = 0;
+  bool dedup_by_body = false;
 
   // x-queue-type quorum (RabbitMQ's rules): AMQP deliveries carry RabbitMQ's x-delivery-count
   // header, the number of times the message was returned before (Delivery::

@@ -167,6 +167,14 @@ pb::Frame PublishFrame(const std::string& exchange, const std::string& routing_k
   protocol::ToWire(message, p->mutable_message());
   return frame;
 }
+PublishResult PublishResultOf(const pb::Frame& reply) {
+  PublishResult result;
+  result.message_id = reply.publish_ok().message_id();
+  result.routed_queues = reply.publish_ok().routed_queues();
+  result.duplicate_of = reply.publish_ok().duplicate_of();
+  return result;
+}
+
 }  // namespace
 
 void Client::PublishAsync(const std::string& exchange, const std::string& routing_key,
@@ -174,10 +182,7 @@ void Client::PublishAsync(const std::string& exchange, const std::string& routin
   pb::Frame frame = PublishFrame(exchange, routing_key, message, options);
   impl_->Send(frame, [done = std::move(done)](Result<pb::Frame> reply) {
     if (!reply.ok()) return done(reply.status());
-    PublishResult result;
-    result.message_id = reply->publish_ok().message_id();
-    result.routed_queues = reply->publish_ok().routed_queues();
-    done(result);
+    done(PublishResultOf(*reply));
   });
 }
 
@@ -197,10 +202,7 @@ Result<PublishResult> Client::Publish(const std::string& exchange, const std::st
                                       const Message& message, PublishOptions options) {
   auto reply = impl_->Call(PublishFrame(exchange, routing_key, message, options));
   if (!reply.ok()) return reply.status();
-  PublishResult result;
-  result.message_id = reply->publish_ok().message_id();
-  result.routed_queues = reply->publish_ok().routed_queues();
-  return result;
+  return PublishResultOf(*reply);
 }
 
 Status Client::PublishNoConfirm(const std::string& exchange, const std::string& routing_key,

@@ -193,6 +193,9 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
        [](const QueueMetrics& q) { return static_cast<double>(q.dead_lettered_total); }},
       {"wharf_queue_expired_total", "Messages whose TTL ran out.",
        [](const QueueMetrics& q) { return static_cast<double>(q.expired_total); }},
+      {"wharf_queue_duplicates_total",
+       "Publishes dropped by the queue's deduplication window (x-deduplication-window).",
+       [](const QueueMetrics& q) { return static_cast<double>(q.duplicates_total); }},
   };
   for (const Counter& c : counters) w.PerQueue(m, c.name, "counter", c.help, all, c.value);
 

@@ -342,6 +342,7 @@ void NativeSession::PublishDone(uint64_t request_id, const PublishResult& result
   wire::Frame reply;
   reply.mutable_publish_ok()->set_message_id(result.message_id);
   reply.mutable_publish_ok()->set_routed_queues(result.routed_queues);
+  reply.mutable_publish_ok()->set_duplicate_of(result.duplicate_of);
   Reply(request_id, std::move(reply));
 }
 

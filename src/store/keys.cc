@@ -127,6 +127,27 @@ std::optional<PurgeValue> DecodePurgeValue(std::string_view value) {
   return out;
 }
 
+std::string DedupKey(uint64_t queue_id, std::string_view key) {
+  std::string out;
+  out.reserve(8 + key.size());
+  AppendBigEndian64(&out, queue_id);
+  out.append(key);
+  return out;
+}
+
+std::string EncodeDedupValue(const DedupValue& value) {
+  std::string out;
+  AppendLittleEndian64(&out, value.message_id);
+  AppendLittleEndian64(&out, static_cast<uint64_t>(value.expires_at_ms));
+  return out;
+}
+
+std::optional<DedupValue> DecodeDedupValue(std::string_view value) {
+  if (value.size() != 16) return std::nullopt;
+  return DedupValue{ReadLittleEndian64(value),
+                    static_cast<int64_t>(ReadLittleEndian64(value.substr(8)))};
+}
+
 std::optional<EntryValue> DecodeEntryValue(std::string_view value) {
   if (value.size() < 13) return std::nullopt;
   return EntryValue{ReadLittleEndian64(value), ReadLittleEndian32(value.substr(8)),

@@ -1,10 +1,10 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v6: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v7: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "6"
+//     "F"                                 -> decimal storage format version, "7"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
@@ -29,6 +29,11 @@
 //     due(ms) := fixed64be(ms XOR 2^63), so signed times sort in time order. "T" is the
 //     timeline in due order (loaded from its start, listed in pages); "I" finds a message's
 //     due time from its id (cancel). Both are written and removed together.
+//   column family "dedup"     (publish deduplication windows: the ids each queue accepted)
+//     fixed64be(queue-id) dedup-key       -> fixed64le(message-id) fixed64le(expires-at-ms)
+//     dedup-key: the publisher's deduplication id, or a hash of the body (1 to 128 bytes).
+//     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it
+//     (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
 //                  [fixed32le(n) AttemptsRecord(n bytes)] [MessageRecord]
 //     flags: kEntryInline    the MessageRecord follows in the value (a message in one queue:
@@ -71,12 +76,18 @@ namespace wharf::store {
 // MessageRecord.amqp_properties and ExchangeRecord.internal and .arguments (AMQP 0-9-1); 1-5
 // are upgraded by rewriting "F" (no older record has them). A format-5 build would drop them:
 // deliver an AMQP message without its properties, and let clients publish to an internal
-// exchange.
-inline constexpr int kFormatVersion = 6;
+// exchange. 7 - adds the "dedup" column family (publish deduplication windows); 1-6 are
+// upgraded by rewriting "F" (the family starts empty). A format-6 build cannot open it (RocksDB
+// refuses a store with a column family it does not name).
+inline constexpr int kFormatVersion = 7;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
 inline constexpr char kColumnDelayed[] = "delayed";
+inline constexpr char kColumnDedup[] = "dedup";
+// Every column family of this format, "default" first: what a raw opening must name.
+inline constexpr const char* kColumnFamilies[] = {"default", kColumnMessages, kColumnEntries,
+                                                  kColumnDelayed, kColumnDedup};
 inline constexpr char kDelayedTimeline = 'T';
 inline constexpr char kDelayedIndex = 'I';
 
@@ -136,6 +147,16 @@ struct PurgeValue {
 };
 std::string EncodePurgeValue(const PurgeValue& value);
 std::optional<PurgeValue> DecodePurgeValue(std::string_view value);
+
+// A deduplication record: fixed64be(queue-id) then the key. DedupKey(q, "") to
+// DedupKey(q + 1, "") spans every record of queue q.
+std::string DedupKey(uint64_t queue_id, std::string_view key);
+struct DedupValue {
+  uint64_t message_id = 0;    // the message accepted with the key
+  int64_t expires_at_ms = 0;  // Unix ms; the key is forgotten from then on
+};
+std::string EncodeDedupValue(const DedupValue& value);
+std::optional<DedupValue> DecodeDedupValue(std::string_view value);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);
 struct DelayedKeyParts {

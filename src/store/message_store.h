@@ -89,6 +89,14 @@ struct StoredPurge {
   bool recorded = true;
 };
 
+// The longest deduplication key a queue records (SQS's limit on its deduplication ids).
+inline constexpr size_t kMaxDedupKeyBytes = 128;
+
+// What the writer found for a StoreBatch::PutDedup.
+struct DedupOutcome {
+  uint64_t duplicate_of = 0;  // 0: the key was recorded; else the message that holds it
+};
+
 // A group of changes applied atomically and in order.
 class StoreBatch {
  public:
@@ -176,10 +184,28 @@ class StoreBatch {
   struct PutRedrive {
     StoredRedrive redrive;
   };
+  // A publish into a queue with a deduplication window (docs/storage.md, "Deduplication"):
+  // records `key` for the queue, unless a record of it that has not expired is there already
+  // (or an earlier PutDedup of the same write group recorded it). Then it is a duplicate:
+  // `outcome->duplicate_of` says which message holds the key, and the PutEntry and PutDelayed
+  // ops that follow in the same batch for this message in this queue are not written. Either
+  // way `outcome` is filled in before the commit's callback runs. The message's entries in such
+  // a queue must be inline (never kEntryShared), so a skipped one leaves no reference behind.
+  // RemoveQueue removes the queue's records.
+  struct PutDedup {
+    uint64_t queue_id = 0;
+    std::string key;  // 1 to kMaxDedupKeyBytes bytes
+    uint64_t message_id = 0;
+    int64_t expires_at_ms = 0;  // Unix ms: the key is forgotten from then on
+    // The publisher's time (Unix ms, the broker's clock): a record that expired by then counts
+    // as absent. Compaction drops expired records by the system clock (dedup_expiry.h).
+    int64_t now_ms = 0;
+    std::shared_ptr<DedupOutcome> outcome;
+  };
   using Op = std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange,
                           RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
                           RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
-                          RemoveAllDelayed, PutRedrive>;
+                          RemoveAllDelayed, PutRedrive, PutDedup>;
 
   template <typename T>
   void Add(T op) {

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "store/background_errors.h"
+#include "store/dedup_expiry.h"
 #include "store/keys.h"
 #include "store/records.h"
 #include "store/rocksdb_logger.h"
@@ -241,11 +242,23 @@ Status RocksDbStore::OpenDb() {
   // No insert hint here: RocksDB 7.8 applies the hint to range deletions too and corrupts the
   // range-deletion memtable (DeleteRange is how queues are purged and deleted).
 
+  // Deduplication records: point lookups (bloom filters, from meta), expired ones dropped by
+  // compaction, and every file compacted at least daily so they go without new writes too.
+  rocksdb::ColumnFamilyOptions dedup = meta;
+  // Keys arrive in no order, so every table overlaps every other: large memtables keep the
+  // number of level-0 tables (each one a lookup per publish, and write stalls past 20) low.
+  dedup.write_buffer_size = options_.memtable_bytes / 4;
+  dedup.level_compaction_dynamic_level_bytes = true;
+  if (!dedup_expiry_) dedup_expiry_ = std::make_unique<DedupExpiry>();
+  dedup.compaction_filter = dedup_expiry_.get();
+  dedup.periodic_compaction_seconds = 24 * 3600;
+
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, meta},
       {kColumnMessages, messages},
       {kColumnEntries, entries},
       {kColumnDelayed, entries},
+      {kColumnDedup, dedup},
   };
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
@@ -256,6 +269,7 @@ Status RocksDbStore::OpenDb() {
   messages_ = handles[1];
   entries_ = handles[2];
   delayed_ = handles[3];
+  dedup_ = handles[4];
   last_resume_ = std::chrono::steady_clock::now();
   return Status::Ok();
 }
@@ -267,7 +281,7 @@ RocksDbStore::~RocksDbStore() {
     if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
       db_->ReleaseSnapshot(snapshot);
     }
-    for (auto* handle : {meta_, messages_, entries_, delayed_}) {
+    for (auto* handle : {meta_, messages_, entries_, delayed_, dedup_}) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
     db_->Close();
@@ -440,6 +454,7 @@ void RocksDbStore::WriterLoop() {
     }
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
     references_.clear();  // written, or lost with the failed write: either way, read anew
+    group_dedup_.clear();
     if (!status.ok()) {
       // Purges of this group are not on disk: nothing to hide or remove (the broker undoes
       // its count of them when it gets the failed commit).
@@ -530,8 +545,8 @@ void RocksDbStore::WatchDisk() {
   rocksdb::FlushOptions flush;
   flush.wait = false;
   flush.allow_write_stall = true;
-  rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_});
-  for (auto* family : {messages_, entries_, delayed_}) {
+  rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_, dedup_});
+  for (auto* family : {messages_, entries_, delayed_, dedup_}) {
     if (s.ok()) s = db_->SuggestCompactRange(family, nullptr, nullptr);
   }
   if (!s.ok()) spdlog::warn("store: cannot ask for removed messages' space back: {}", s.ToString());
@@ -561,11 +576,11 @@ Status RocksDbStore::ReopenDb() {
     db_->ReleaseSnapshot(snapshot);
   }
   if (db_) {
-    for (auto* handle : {meta_, messages_, entries_, delayed_}) {
+    for (auto* handle : {meta_, messages_, entries_, delayed_, dedup_}) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
   }
-  meta_ = messages_ = entries_ = delayed_ = nullptr;
+  meta_ = messages_ = entries_ = delayed_ = dedup_ = nullptr;
   if (db_) db_->Close();
   db_.reset();
   return OpenDb();
@@ -659,6 +674,7 @@ void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
 }
 
 Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
+  duplicates_.clear();
   for (const StoreBatch::Op& op : batch.ops()) {
     Status status;
     std::visit(
@@ -682,6 +698,8 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             const EntryRef& e = o.entry;
             // Removed later in this group: the delete alone is enough.
             if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
+            // A duplicate publish (PutDedup above): the queue does not take it.
+            if (!duplicates_.empty() && duplicates_.contains({e.queue_id, e.message_id})) return;
             std::string value =
                 EncodeEntryValue({e.message_id, e.receive_count, e.flags}, AttemptsBytes(e));
             if (e.flags & kEntryInline) {
@@ -768,9 +786,17 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             group_purges_.emplace_back(o.queue_id, UINT64_MAX);
             if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
             wb->Delete(meta_, RedriveKey(o.queue_id));
+            // Its deduplication window: the records of a deleted queue are never read again.
+            wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
           } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
             wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {
+            status = ApplyDedup(o, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
+            if (!duplicates_.empty() &&
+                duplicates_.contains({o.entry.queue_id, o.entry.message_id})) {
+              return;
+            }
             group_max_id_ = std::max(group_max_id_, o.entry.message_id);
             status = PutTimelineEntry(o.entry, o.due_ms, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::DelayEntry>) {
@@ -839,6 +865,36 @@ Status RocksDbStore::Release(uint64_t message_id, bool shared, rocksdb::WriteBat
     AppendLittleEndian32(&count, it->second);
     wb->Put(meta_, RefsKey(message_id), count);
   }
+  return Status::Ok();
+}
+
+Status RocksDbStore::ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb) {
+  if (!op.outcome || op.key.empty() || op.key.size() > kMaxDedupKeyBytes) {
+    return Status(StatusCode::kInternal, "malformed deduplication record");
+  }
+  std::string key = DedupKey(op.queue_id, op.key);
+  uint64_t holder = 0;
+  if (auto it = group_dedup_.find(key); it != group_dedup_.end()) {
+    holder = it->second;  // recorded earlier in this group, not yet readable
+  } else {
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), dedup_, key, &value);
+    if (s.ok()) {
+      auto record = DecodeDedupValue(value);
+      if (record && record->expires_at_ms > op.now_ms) holder = record->message_id;
+    } else if (!s.IsNotFound()) {
+      return FromRocksDb(s, "cannot read a deduplication record");
+    }
+  }
+  // Held by this very message: not a duplicate of itself.
+  if (holder != 0 && holder != op.message_id) {
+    op.outcome->duplicate_of = holder;
+    duplicates_.insert({op.queue_id, op.message_id});
+    return Status::Ok();
+  }
+  op.outcome->duplicate_of = 0;
+  wb->Put(dedup_, key, EncodeDedupValue({op.message_id, op.expires_at_ms}));
+  group_dedup_[std::move(key)] = op.message_id;
   return Status::Ok();
 }
 

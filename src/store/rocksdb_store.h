@@ -55,6 +55,7 @@ class WriteBatch;
 namespace wharf::store {
 
 class BackgroundErrors;
+class DedupExpiry;
 
 struct StoreOptions {
   std::string path;  // the RocksDB directory (created if missing)
@@ -234,6 +235,7 @@ class RocksDbStore final : public MessageStore {
   rocksdb::ColumnFamilyHandle* messages_ = nullptr;
   rocksdb::ColumnFamilyHandle* entries_ = nullptr;
   rocksdb::ColumnFamilyHandle* delayed_ = nullptr;
+  rocksdb::ColumnFamilyHandle* dedup_ = nullptr;
 
   // Guarded by mu_: the writer's queue.
   mutable std::mutex mu_;
@@ -267,6 +269,13 @@ class RocksDbStore final : public MessageStore {
     std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> elided_entries;   // put, removed
     std::unordered_set<uint64_t> settled_messages;  // put and removed in all their queues
   } plan_;
+  // Deduplication keys recorded by the group being built (DedupKey -> message id), cleared
+  // with references_; and the (queue id, message id) pairs of the batch being applied whose
+  // PutDedup found a duplicate, so their entries are not written.
+  std::unordered_map<std::string, uint64_t> group_dedup_;
+  std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> duplicates_;
+  // Applies a PutDedup (message_store.h): records the key or fills in the duplicate.
+  Status ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb);
   Status error_;  // sticky write error (writer thread)
   // Exchanges, queues, bindings and users whose put was in a group that failed to write: the
   // broker keeps them in memory (the client got the error), so they are written again ahead
@@ -280,6 +289,7 @@ class RocksDbStore final : public MessageStore {
   DiskGuard disk_;
   std::shared_ptr<rocksdb::CompactOnDeletionCollectorFactory> deletions_;
   std::shared_ptr<BackgroundErrors> background_errors_;  // kept across reopens
+  std::unique_ptr<DedupExpiry> dedup_expiry_;            // the "dedup" family's filter
   bool written_since_flush_ = false;  // writer: written since WatchDisk last flushed
   bool disk_low_ = false;             // writer: below disk_low_bytes (or twice the reserve)
   uint64_t written_since_watch_ = 0;  // writer: bytes written since WatchDisk last ran

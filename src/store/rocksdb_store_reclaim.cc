@@ -138,7 +138,7 @@ void RocksDbStore::ReclaimStep() {
       rocksdb::FlushOptions flush;
       flush.wait = false;
       flush.allow_write_stall = true;
-      rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_});
+      rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_, dedup_});
       std::string begin = EntryKey(queue_id, purge.from_seq);
       rocksdb::Slice begin_slice(begin), end_slice(upper);
       if (s.ok()) s = db_->SuggestCompactRange(entries_, &begin_slice, &end_slice);

@@ -42,12 +42,13 @@ Result<RecoveredState> RocksDbStore::Recover() {
                  kFormatVersion);
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
-  } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5") {
-    // Formats 2 to 6 only add to format 1 (inline entries, delivery marks; the "delayed"
+  } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
+             value == "6") {
+    // Formats 2 to 7 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
-    // records): everything older reads as it is. Mark the directory as the current format
-    // before writing anything of it, so that an older build refuses it instead of misreading
-    // it.
+    // records; the "dedup" family): everything older reads as it is. Mark the directory as the
+    // current format before writing anything of it, so that an older build refuses it instead of
+    // misreading it.
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),

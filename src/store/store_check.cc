@@ -256,6 +256,9 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
       return queue + " delayed message " + std::to_string(ReadBigEndian64(key.substr(9)));
     }
     return queue + " delayed messages";
+  } else if (family == kColumnDedup && key.size() >= 8) {
+    return "queue id " + std::to_string(ReadBigEndian64(key)) + " deduplication id '" +
+           Printable(key.substr(8)) + "'";
   } else if (family == rocksdb::kDefaultColumnFamilyName && !key.empty()) {
     switch (key[0]) {
       case kExchangePrefix:

@@ -107,8 +107,7 @@ Status AddPlaceholderTables(const fs::path& work) {
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
-                           kColumnEntries, kColumnDelayed}) {
+  for (const char* name : kColumnFamilies) {
     families.push_back({name, rocksdb::ColumnFamilyOptions()});
   }
   Status result;
@@ -255,8 +254,7 @@ Status BuildNewStore(const std::string& new_path, OpenedDb* source, const fs::pa
   options.create_if_missing = true;
   options.create_missing_column_families = true;
   options.error_if_exists = true;
-  std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName, kColumnMessages,
-                                    kColumnEntries, kColumnDelayed};
+  std::vector<std::string> names(std::begin(kColumnFamilies), std::end(kColumnFamilies));
   for (const auto& [name, handle] : source->by_name) {
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
@@ -417,8 +415,7 @@ Result<RepairReport> RepairStore(const std::string& path) {
         rocksdb::DBOptions options;
         options.info_log = logger;
         std::vector<rocksdb::ColumnFamilyDescriptor> families;
-        for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
-                                 kColumnEntries, kColumnDelayed}) {
+        for (const char* name : kColumnFamilies) {
           families.push_back({name, rocksdb::ColumnFamilyOptions()});
         }
         s = rocksdb::RepairDB(work_path, options, families, rocksdb::ColumnFamilyOptions());

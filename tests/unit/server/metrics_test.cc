@@ -31,6 +31,7 @@ broker::BrokerMetrics Sample() {
   orders.redelivered_total = 4;
   orders.dead_lettered_total = 2;
   orders.expired_total = 1;
+  orders.duplicates_total = 6;
   orders.info.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
   orders.info.dead_letter_target = "orders.dlq";
   orders.info.purge_reclaiming = 9'000;
@@ -72,6 +73,7 @@ TEST(Metrics, QueueSeriesAreLabelledAndTyped) {
   EXPECT_TRUE(Has(text, "wharf_queue_redelivered_total{queue=\"orders\"} 4"));
   EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{queue=\"orders\"} 2"));
   EXPECT_TRUE(Has(text, "wharf_queue_expired_total{queue=\"orders\"} 1"));
+  EXPECT_TRUE(Has(text, "wharf_queue_duplicates_total{queue=\"orders\"} 6"));
   EXPECT_EQ(text.find("wharf_store_sync"), std::string::npos) << "no store given";
   EXPECT_TRUE(text.ends_with("\n"));
 }

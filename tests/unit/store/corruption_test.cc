@@ -107,7 +107,7 @@ class CorruptionTest : public ::testing::Test {
     (*store)->Close();
   }
 
-  // Opens the store with RocksDB directly (all four column families), runs `fn` on it, and
+  // Opens the store with RocksDB directly (every column family), runs `fn` on it, and
   // flushes every memtable to tables before closing (the log is then empty).
   void WithRawDb(const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
     testing::WithRawDb(StorePath(), fn);

@@ -768,11 +768,8 @@ TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
   store_.reset();
   {
     rocksdb::Options options;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}},
-        {kColumnMessages, {}},
-        {kColumnEntries, {}},
-        {kColumnDelayed, {}}};
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : kColumnFamilies) families.push_back({name, {}});
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
@@ -798,11 +795,8 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   store_.reset();
   auto set_format = [&](const char* version) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}},
-        {kColumnMessages, {}},
-        {kColumnEntries, {}},
-        {kColumnDelayed, {}}};
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : kColumnFamilies) families.push_back({name, {}});
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
@@ -816,7 +810,7 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
     for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
     delete db;
   };
-  for (const char* version : {"1", "3", "4"}) {
+  for (const char* version : {"1", "3", "4", "6"}) {
     set_format(version);
     Open();
     auto loaded = LoadAll(1);
@@ -879,19 +873,7 @@ TEST_F(RocksDbStoreTest, RedrivesAreKeptUntilTheirQueueIsRemoved) {
 
 // A format-2 directory has no "delayed" column family: it is created, and the format raised.
 TEST_F(RocksDbStoreTest, FormatTwoWithoutDelayedFamilyIsUpgraded) {
-  {
-    rocksdb::Options options;
-    options.create_if_missing = true;
-    options.create_missing_column_families = true;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-        {rocksdb::kDefaultColumnFamilyName, {}}, {kColumnMessages, {}}, {kColumnEntries, {}}};
-    std::vector<rocksdb::ColumnFamilyHandle*> handles;
-    rocksdb::DB* db = nullptr;
-    ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "2").ok());
-    for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
-    delete db;
-  }
+  testing::MakeOlderStore(dir_.path(), {"default", kColumnMessages, kColumnEntries}, "2");
   Open();
   StoreBatch batch;
   batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
@@ -1129,7 +1111,8 @@ TEST_F(RocksDbStoreTest, InternalExchangeWithArgumentsSurvivesReopen) {
   EXPECT_TRUE(by_name["plain"].arguments.empty());
 }
 
-// A format-5 directory (no record has the AMQP fields) opens as it is, and is marked format 6.
+// A format-5 directory (no record has the AMQP fields) opens as it is, and is marked with the
+// current format.
 TEST_F(RocksDbStoreTest, FormatFiveIsUpgradedInPlace) {
   Open();
   ExchangeSpec ex;
@@ -1168,16 +1151,36 @@ TEST_F(RocksDbStoreTest, FormatFiveIsUpgradedInPlace) {
   ASSERT_NE(b[0].envelope, nullptr);
   EXPECT_EQ(b[0].envelope->message.body, "shared in format 5");
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "6");
-  Open();  // and opens again as format 6
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+  Open();  // and opens again
   EXPECT_EQ(LoadAll(1).size(), 2u);
 }
 
-TEST_F(RocksDbStoreTest, FormatSevenIsRefusedAsNewer) {
+// A format-6 directory has no "dedup" family: RocksDB makes it, and the format becomes 7.
+TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
+  testing::MakeOlderStore(dir_.path(), {"default", kColumnMessages, kColumnEntries, kColumnDelayed},
+                          "6");
+  Open();
+  auto outcome = std::make_shared<DedupOutcome>();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutDedup{1, "k", 5, INT64_MAX, 0, outcome});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  EXPECT_EQ(outcome->duplicate_of, 0u);
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "7");
+  Open();
+  StoreBatch again;
+  again.Add(StoreBatch::PutDedup{1, "k", 6, INT64_MAX, 0, outcome});
+  ASSERT_TRUE(CommitSync(std::move(again)).ok());
+  EXPECT_EQ(outcome->duplicate_of, 5u);
+}
+
+TEST_F(RocksDbStoreTest, FormatEightIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "7").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "8").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1185,11 +1188,11 @@ TEST_F(RocksDbStoreTest, FormatSevenIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 7; this wharfd reads format 6"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 8; this wharfd reads format 7"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "7") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "8") << "a refused directory is left as it is";
 }
 
 TEST(StoreKeysTest, DelayedKeysSortByDueTimeThenId) {

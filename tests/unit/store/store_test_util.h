@@ -97,15 +97,14 @@ inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
   return std::make_shared<const Envelope>(std::move(e));
 }
 
-// Opens the store at `path` with RocksDB directly (all four column families; the store itself
+// Opens the store at `path` with RocksDB directly (every column family; the store itself
 // closed), runs `fn` on it, and flushes every memtable to tables before closing (the log is
 // then empty). What a test uses to write what another build (or damage) would have left.
 inline void WithRawDb(
     const std::string& path,
     const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {rocksdb::kDefaultColumnFamilyName.c_str(), kColumnMessages,
-                           kColumnEntries, kColumnDelayed}) {
+  for (const char* name : kColumnFamilies) {
     families.push_back({name, rocksdb::ColumnFamilyOptions()});
   }
   rocksdb::DBOptions options;
@@ -117,6 +116,23 @@ inline void WithRawDb(
   EXPECT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
   for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
   db->Close();
+  delete db;
+}
+
+// Makes, with RocksDB directly, a store directory as an older build left it: only `families`
+// (the "default" family first) and format version `format` under "F".
+inline void MakeOlderStore(const std::string& path, const std::vector<const char*>& families,
+                           const std::string& format) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const char* name : families) descriptors.push_back({name, rocksdb::ColumnFamilyOptions()});
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, path, descriptors, &handles, &db).ok());
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", format).ok());
+  for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
   delete db;
 }
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Publish deduplication figures for docs/benchmarks.md (docs/lifecycle.md, "Deduplication"):
+#   throughput  persistent confirmed publish (1 producer, confirm window 1000, no consumer,
+#               S seconds) into a queue without a window and into one with a 5-minute window,
+#               every message with its own key; alternated for R rounds.
+#   window      K keys published and consumed through one queue with a 7-day window (the queue
+#               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
+#
+#   make build && bench/dedup.sh [seconds S] [rounds R] [keys K]
+#   default: seconds 15 rounds 3 keys 10000000
+#
+# One wharfd on 127.0.0.1:5684 with a throw-away data directory. Bounded: every wharf-perf run
+# has --duration or --count. Needs about 60 bytes of disk per key.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+port=5684
+declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000)
+while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
+work=$(mktemp -d /tmp/wharf-dedup-XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+source bench/common.sh
+
+perf_json() { "$perf" --server 127.0.0.1:$port --json "$@" | tail -1; }
+field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
+
+start "$work/data"
+echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
+echo "round window pub_rate conf_p99_us"
+for round in $(seq "${want[rounds]}"); do
+  for window in off on; do
+    flags=(--persistent --confirm 1000 --producers 1 --consumers 0 --duration "${want[seconds]}"
+           --delete --queue "dedup-$window-$round")
+    [ "$window" = on ] && flags+=(--dedup-window 300000)
+    out=$(perf_json "${flags[@]}")
+    echo "$round $window $(echo "$out" | field pub_rate) $(echo "$out" | field conf_p99_us)"
+  done
+done
+
+echo "window: ${want[keys]} keys through a queue with a 7-day window"
+echo "seconds rss_mb store_mb"
+began=$(now_ms)
+"$perf" --server 127.0.0.1:$port --persistent --confirm 1000 --producers 1 --consumers 1 \
+  --prefetch 1000 --ack-every 100 --count "${want[keys]}" --dedup-window 604800000 \
+  --queue window --json >"$work/window.json" 2>&1 &
+run=$!
+while kill -0 "$run" 2>/dev/null; do
+  sleep 10
+  echo "$(( ($(now_ms) - began) / 1000 )) $(rss_mb "$pid") $(du -sm "$work/data/store" | cut -f1)"
+done
+wait "$run"
+tail -1 "$work/window.json" | python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print('window run: pub_rate', j['pub_rate'], 'cons_rate', j['cons_rate'], 'errors', j['errors'])"
+echo "rss_mb at the end: $(rss_mb "$pid"); store: $(du -sm "$work/data/store" | cut -f1) MB"

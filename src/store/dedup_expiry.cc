@@ -1,0 +1,19 @@
+#include "store/dedup_expiry.h"
+
+#include <chrono>
+
+#include "store/keys.h"
+
+namespace wharf::store {
+
+bool DedupExpiry::Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+                         std::string* /*new_value*/, bool* /*value_changed*/) const {
+  auto record = DecodeDedupValue(std::string_view(value.data(), value.size()));
+  if (!record) return false;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  return record->expires_at_ms <= now_ms;
+}
+
+}  // namespace wharf::store

@@ -1,0 +1,202 @@
+// Publish deduplication windows (x-deduplication-window; docs/lifecycle.md, "Deduplication")
+// in the broker with the real RocksDB store: duplicates are dropped and confirmed as such, the
+// queue's order holds behind a publish the store is still deciding, and the window survives a
+// crash, expires, and works with paging, delays, transient messages and purges.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "unit/broker/broker_store_fixture.h"
+
+namespace wharf::broker {
+namespace {
+
+class BrokerDedupTest : public BrokerStoreTest {
+ protected:
+  static constexpr int64_t kWindowMs = 60'000;
+
+  void DeclareDeduplicated(const std::string& name, Headers more = {}) {
+    more["x-deduplication-window"] = kWindowMs;
+    DeclareQueue(name, true, std::move(more));
+  }
+
+  // Publishes `body` to `queue` with deduplication id `key` ("" = none) and confirm request
+  // `request_id`.
+  Result<PublishOutcome> PublishKeyed(const std::string& queue, const std::string& body,
+                                      const std::string& key, uint64_t request_id,
+                                      bool persistent = true, PublishTiming timing = {}) {
+    Message m;
+    m.body = body;
+    m.persistent = persistent;
+    if (!key.empty()) m.headers[std::string(kDedupHeader)] = key;
+    return broker_->Publish(kS1, "", queue, std::move(m), request_id, timing);
+  }
+
+  QueueMetrics QueueMetricsOf(const std::string& name) {
+    for (auto& q : broker_->Metrics().queues) {
+      if (q.info.name == name) return q;
+    }
+    ADD_FAILURE() << "no queue " << name;
+    return {};
+  }
+
+  // The confirm of `request_id` (after a Drain).
+  RecordingPeer::Confirm ConfirmOf(uint64_t request_id) {
+    for (const auto& c : peer_->confirms) {
+      if (c.request_id == request_id) return c;
+    }
+    ADD_FAILURE() << "no confirm for request " << request_id;
+    return {};
+  }
+};
+
+TEST_F(BrokerDedupTest, ADuplicateIsDroppedAndItsConfirmNamesTheMessageItDuplicates) {
+  DeclareDeduplicated("q");
+  auto first = PublishKeyed("q", "first", "order-1", 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->deferred);
+  Drain();
+  ASSERT_TRUE(PublishKeyed("q", "again", "order-1", 2).ok());
+  ASSERT_TRUE(PublishKeyed("q", "other", "order-2", 3).ok());
+  ASSERT_TRUE(PublishKeyed("q", "no key", "", 4).ok());
+  Drain();
+  EXPECT_TRUE(ConfirmOf(1).status.ok());
+  EXPECT_EQ(ConfirmOf(1).result.duplicate_of, 0u);
+  EXPECT_TRUE(ConfirmOf(2).status.ok());
+  EXPECT_EQ(ConfirmOf(2).result.duplicate_of, first->result.message_id);
+  EXPECT_EQ(ConfirmOf(3).result.duplicate_of, 0u);
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"first", "other", "no key"}));
+  EXPECT_EQ(QueueMetricsOf("q").duplicates_total, 1u);
+}
+
+TEST_F(BrokerDedupTest, OrderHoldsBehindPublishesTheStoreIsStillDeciding) {
+  DeclareDeduplicated("q");
+  // All in one commit: the unkeyed ones wait behind the keyed ones ahead of them.
+  ASSERT_TRUE(PublishKeyed("q", "1", "a", 1).ok());
+  ASSERT_TRUE(PublishKeyed("q", "2", "", 2).ok());
+  ASSERT_TRUE(PublishKeyed("q", "dup of 1", "a", 3).ok());
+  ASSERT_TRUE(PublishKeyed("q", "3", "b", 4).ok());
+  ASSERT_TRUE(PublishKeyed("q", "4", "", 5).ok());
+  EXPECT_EQ(QueueMetricsOf("q").held, 5u);
+  Drain();
+  EXPECT_EQ(QueueMetricsOf("q").held, 0u);
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"1", "2", "3", "4"}));
+}
+
+TEST_F(BrokerDedupTest, AKeyConfirmedBeforeACrashIsStillADuplicateAfterIt) {
+  DeclareDeduplicated("q");
+  auto first = PublishKeyed("q", "first", "k", 1);
+  ASSERT_TRUE(first.ok());
+  Drain();
+  ASSERT_TRUE(ConfirmOf(1).status.ok());
+  Restart();
+  ASSERT_TRUE(PublishKeyed("q", "retry", "k", 2).ok());
+  Drain();
+  EXPECT_EQ(ConfirmOf(2).result.duplicate_of, first->result.message_id);
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"first"}));
+}
+
+TEST_F(BrokerDedupTest, TheWindowEndsAndTheKeyIsTakenAgain) {
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("q", "first", "k", 1).ok());
+  Drain();
+  clock_.StepWall(std::chrono::milliseconds(kWindowMs - 1));
+  ASSERT_TRUE(PublishKeyed("q", "inside", "k", 2).ok());
+  Drain();
+  EXPECT_NE(ConfirmOf(2).result.duplicate_of, 0u);
+  clock_.StepWall(std::chrono::milliseconds(2));
+  ASSERT_TRUE(PublishKeyed("q", "after", "k", 3).ok());
+  Drain();
+  EXPECT_EQ(ConfirmOf(3).result.duplicate_of, 0u);
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"first", "after"}));
+}
+
+TEST_F(BrokerDedupTest, TransientMessagesAndBodyHashesAreDeduplicatedToo) {
+  DeclareDeduplicated("bodies", {{"x-deduplication-source", std::string("body")}});
+  auto first = PublishKeyed("bodies", "same", "", 1, /*persistent=*/false);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->deferred);  // its key is durable before it is confirmed
+  ASSERT_TRUE(PublishKeyed("bodies", "same", "", 2, false).ok());
+  ASSERT_TRUE(PublishKeyed("bodies", "different", "", 3, false).ok());
+  Drain();
+  EXPECT_EQ(ConfirmOf(2).result.duplicate_of, first->result.message_id);
+  EXPECT_EQ(Bodies(Take("bodies")), (std::vector<std::string>{"same", "different"}));
+}
+
+TEST_F(BrokerDedupTest, PagedQueuesKeepTheirOrderAndDropDuplicates) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 2;
+  Restart(options);
+  DeclareDeduplicated("q");
+  std::vector<std::string> expected;
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "k" + std::to_string(i % 10);  // the second ten are duplicates
+    ASSERT_TRUE(PublishKeyed("q", "m" + std::to_string(i), key, 100 + i).ok());
+    if (i < 10) expected.push_back("m" + std::to_string(i));
+    if (i % 3 == 0) Drain();
+  }
+  Drain();
+  EXPECT_EQ(TakeAndAck("q", 3, 100), expected);
+}
+
+TEST_F(BrokerDedupTest, ADuplicateDelayedPublishNeverBecomesDue) {
+  DeclareDeduplicated("q");
+  PublishTiming later;
+  later.delay_ms = 1'000;
+  ASSERT_TRUE(PublishKeyed("q", "first", "k", 1, true, later).ok());
+  ASSERT_TRUE(PublishKeyed("q", "dup", "k", 2, true, later).ok());
+  Drain();
+  EXPECT_NE(ConfirmOf(2).result.duplicate_of, 0u);
+  Tick(std::chrono::milliseconds(1'500));
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"first"}));
+}
+
+TEST_F(BrokerDedupTest, APurgeTakesHeldPublishesAndTheyStayPurgedAfterACrash) {
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("q", "held", "k", 1).ok());
+  ASSERT_TRUE(PublishKeyed("q", "behind", "", 2).ok());
+  auto purged = broker_->PurgeQueue(kS1, "q");
+  ASSERT_TRUE(purged.ok());
+  EXPECT_EQ(*purged, 2u);
+  Drain();
+  EXPECT_TRUE(Take("q").empty());
+  Restart();
+  EXPECT_TRUE(Take("q").empty());
+  // The key was accepted before the purge: still in the window.
+  ASSERT_TRUE(PublishKeyed("q", "again", "k", 3).ok());
+  Drain();
+  EXPECT_NE(ConfirmOf(3).result.duplicate_of, 0u);
+}
+
+TEST_F(BrokerDedupTest, BadArgumentsAndKeysAreRefusedByName) {
+  QueueSpec spec;
+  spec.name = "transient";
+  spec.durable = false;
+  spec.arguments["x-deduplication-window"] = kWindowMs;
+  auto transient = broker_->DeclareQueue(kS1, spec);
+  ASSERT_FALSE(transient.ok());
+  EXPECT_NE(transient.status().message().find("durable"), std::string_view::npos);
+  spec.name = "q";
+  spec.durable = true;
+  spec.arguments["x-deduplication-window"] = int64_t{8} * 86'400'000;
+  EXPECT_EQ(broker_->DeclareQueue(kS1, spec).status().code(), StatusCode::kInvalidArgument);
+  spec.arguments["x-deduplication-window"] = kWindowMs;
+  spec.arguments["x-deduplication-source"] = std::string("hash");
+  EXPECT_EQ(broker_->DeclareQueue(kS1, spec).status().code(), StatusCode::kInvalidArgument);
+
+  DeclareDeduplicated("q");
+  Message m;
+  m.body = "x";
+  m.headers[std::string(kDedupHeader)] = 1.5;
+  auto bad = broker_->Publish(kS1, "", "q", m, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  m.headers[std::string(kDedupHeader)] = std::string(129, 'k');
+  EXPECT_EQ(broker_->Publish(kS1, "", "q", m, 2).status().code(), StatusCode::kInvalidArgument);
+  m.headers[std::string(kDedupHeader)] = int64_t{42};  // integers are keys too
+  EXPECT_TRUE(broker_->Publish(kS1, "", "q", m, 3).ok());
+}
+
+}  // namespace
+}  // namespace wharf::broker

@@ -1,0 +1,233 @@
+// The store's side of publish deduplication windows (StoreBatch::PutDedup, store/keys.h's
+// "dedup" family, store/dedup_expiry.h), on a real RocksDbStore: a key is recorded once, a
+// duplicate's entries are not written, the window survives a reopen, expires, and goes with
+// its queue.
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store/dedup_expiry.h"
+#include "store/keys.h"
+#include "store/rocksdb_store.h"
+#include "unit/store/store_test_util.h"
+
+namespace wharf::store {
+namespace {
+
+using testing::Mailbox;
+using testing::OpenStore;
+using testing::PersistentEnvelope;
+using testing::TempDir;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr uint64_t kQueue = 1;
+
+class DedupStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void Open() {
+    store_ = OpenStore(dir_.path(), &mailbox_);
+    ASSERT_NE(store_, nullptr);
+    ASSERT_TRUE(store_->Recover().ok());
+  }
+  void Reopen() {
+    store_.reset();
+    Open();
+  }
+  Status Commit(StoreBatch batch) {
+    return testing::CommitAndWait(store_.get(), &mailbox_, std::move(batch));
+  }
+  // Adds a publish of message `id` with deduplication `key` into queue `queue` at `seq`: the
+  // PutDedup, then the inline entry. Returns the outcome the writer fills in.
+  std::shared_ptr<DedupOutcome> AddPublish(StoreBatch* batch, uint64_t queue, uint64_t seq,
+                                           uint64_t id, const std::string& key,
+                                           int64_t expires_at_ms = 0) {
+    auto outcome = std::make_shared<DedupOutcome>();
+    outcome->duplicate_of = UINT64_MAX;  // must be filled in
+    if (expires_at_ms == 0) expires_at_ms = NowMs() + 3'600'000;
+    batch->Add(StoreBatch::PutDedup{queue, key, id, expires_at_ms, NowMs(), outcome});
+    batch->Add(StoreBatch::PutEntry{
+        EntryRef{queue, seq, id, 0, kEntryInline, PersistentEnvelope(id, "body " + key)}});
+    return outcome;
+  }
+  std::vector<uint64_t> LoadIds(uint64_t queue) {
+    bool done = false;
+    std::vector<uint64_t> ids;
+    store_->Load(queue, 0, UINT64_MAX, 1000, UINT64_MAX, [&](Result<std::vector<LoadedMessage>> r) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (r.ok()) {
+        for (const auto& m : *r) ids.push_back(m.envelope->message.id);
+      }
+      done = true;
+    });
+    EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
+    return ids;
+  }
+  void DeclareQueue(uint64_t id, const std::string& name) {
+    StoreBatch batch;
+    QueueSpec spec;
+    spec.name = name;
+    spec.durable = true;
+    batch.Add(StoreBatch::PutQueue{spec, id});
+    ASSERT_TRUE(Commit(std::move(batch)).ok());
+  }
+
+  TempDir dir_;
+  Mailbox mailbox_;
+  std::unique_ptr<RocksDbStore> store_;
+};
+
+TEST_F(DedupStoreTest, AKeyIsRecordedOnceAndADuplicateIsNotWrittenEvenAfterAReopen) {
+  DeclareQueue(kQueue, "q");
+  StoreBatch first;
+  auto accepted = AddPublish(&first, kQueue, 1, 10, "order-1");
+  ASSERT_TRUE(Commit(std::move(first)).ok());
+  EXPECT_EQ(accepted->duplicate_of, 0u);
+
+  StoreBatch again;
+  auto duplicate = AddPublish(&again, kQueue, 2, 11, "order-1");
+  auto other = AddPublish(&again, kQueue, 3, 12, "order-2");
+  ASSERT_TRUE(Commit(std::move(again)).ok());
+  EXPECT_EQ(duplicate->duplicate_of, 10u);
+  EXPECT_EQ(other->duplicate_of, 0u);
+  EXPECT_EQ(LoadIds(kQueue), (std::vector<uint64_t>{10, 12}));
+
+  Reopen();  // the window is on disk, not in memory
+  StoreBatch after;
+  auto still = AddPublish(&after, kQueue, 4, 13, "order-1");
+  ASSERT_TRUE(Commit(std::move(after)).ok());
+  EXPECT_EQ(still->duplicate_of, 10u);
+  EXPECT_EQ(LoadIds(kQueue), (std::vector<uint64_t>{10, 12}));
+}
+
+TEST_F(DedupStoreTest, DuplicatesWithinOneWriteGroupAreFound) {
+  DeclareQueue(kQueue, "q");
+  // One batch (always one group), then two commits sent together (most often one group).
+  StoreBatch batch;
+  auto first = AddPublish(&batch, kQueue, 1, 10, "k");
+  auto second = AddPublish(&batch, kQueue, 2, 11, "k");
+  ASSERT_TRUE(Commit(std::move(batch)).ok());
+  EXPECT_EQ(first->duplicate_of, 0u);
+  EXPECT_EQ(second->duplicate_of, 10u);
+
+  StoreBatch a, b;
+  auto in_a = AddPublish(&a, kQueue, 3, 12, "j");
+  auto in_b = AddPublish(&b, kQueue, 4, 13, "j");
+  int done = 0;
+  store_->Commit(std::move(a), true, [&](Status s) {
+    EXPECT_TRUE(s.ok());
+    ++done;
+  });
+  store_->Commit(std::move(b), true, [&](Status s) {
+    EXPECT_TRUE(s.ok());
+    ++done;
+  });
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return done == 2; }));
+  EXPECT_EQ(in_a->duplicate_of, 0u);
+  EXPECT_EQ(in_b->duplicate_of, 12u);
+  EXPECT_EQ(LoadIds(kQueue), (std::vector<uint64_t>{10, 12}));
+}
+
+TEST_F(DedupStoreTest, AnExpiredKeyIsAcceptedAgainAndWindowsArePerQueue) {
+  DeclareQueue(kQueue, "q");
+  DeclareQueue(2, "r");
+  StoreBatch first;
+  AddPublish(&first, kQueue, 1, 10, "k", NowMs() - 1);  // its window has passed already
+  auto in_r = AddPublish(&first, 2, 1, 11, "k");
+  ASSERT_TRUE(Commit(std::move(first)).ok());
+  EXPECT_EQ(in_r->duplicate_of, 0u);  // another queue's window
+
+  StoreBatch again;
+  auto after_expiry = AddPublish(&again, kQueue, 2, 12, "k");
+  auto in_r_again = AddPublish(&again, 2, 2, 13, "k");
+  ASSERT_TRUE(Commit(std::move(again)).ok());
+  EXPECT_EQ(after_expiry->duplicate_of, 0u);
+  EXPECT_EQ(in_r_again->duplicate_of, 11u);
+  EXPECT_EQ(LoadIds(kQueue), (std::vector<uint64_t>{10, 12}));
+  EXPECT_EQ(LoadIds(2), (std::vector<uint64_t>{11}));
+}
+
+TEST_F(DedupStoreTest, ADuplicateDelayedPublishIsNotPutOnTheTimeline) {
+  DeclareQueue(kQueue, "q");
+  const int64_t due = NowMs() + 60'000;
+  auto delayed = [&](StoreBatch* batch, uint64_t id) {
+    auto outcome = std::make_shared<DedupOutcome>();
+    batch->Add(StoreBatch::PutDedup{kQueue, "k", id, NowMs() + 3'600'000, NowMs(), outcome});
+    batch->Add(StoreBatch::PutDelayed{
+        EntryRef{kQueue, 0, id, 0, kEntryInline, PersistentEnvelope(id, "later")}, due});
+    return outcome;
+  };
+  StoreBatch first, second;
+  auto accepted = delayed(&first, 10);
+  ASSERT_TRUE(Commit(std::move(first)).ok());
+  auto duplicate = delayed(&second, 11);
+  ASSERT_TRUE(Commit(std::move(second)).ok());
+  EXPECT_EQ(accepted->duplicate_of, 0u);
+  EXPECT_EQ(duplicate->duplicate_of, 10u);
+  bool done = false;
+  size_t timeline = 0;
+  store_->LoadDelayed(kQueue, INT64_MIN, 0, 100, UINT64_MAX,
+                      [&](Result<std::vector<LoadedMessage>> r) {
+                        ASSERT_TRUE(r.ok());
+                        timeline = r->size();
+                        done = true;
+                      });
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return done; }));
+  EXPECT_EQ(timeline, 1u);
+}
+
+TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
+  DeclareQueue(kQueue, "q");
+  StoreBatch first;
+  AddPublish(&first, kQueue, 1, 10, "k");
+  ASSERT_TRUE(Commit(std::move(first)).ok());
+  StoreBatch remove;
+  remove.Add(StoreBatch::RemoveQueue{"q", kQueue});
+  ASSERT_TRUE(Commit(std::move(remove)).ok());
+  store_.reset();
+  size_t records = 0;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : kColumnFamilies) families.push_back({name, {}});
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator({}, handles[4]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++records;
+  it.reset();
+  for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
+  delete db;
+  EXPECT_EQ(records, 0u);
+}
+
+// Compaction drops expired records and keeps live ones (and anything it cannot read).
+TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
+  TempDir dir;
+  DedupExpiry filter;
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compaction_filter = &filter;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, dir.path() + "/db", &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const int64_t now = NowMs();
+  ASSERT_TRUE(db->Put({}, DedupKey(1, "old"), EncodeDedupValue({10, now - 1})).ok());
+  ASSERT_TRUE(db->Put({}, DedupKey(1, "live"), EncodeDedupValue({11, now + 3'600'000})).ok());
+  ASSERT_TRUE(db->Put({}, DedupKey(1, "odd"), "not a record").ok());
+  ASSERT_TRUE(db->Flush({}).ok());
+  ASSERT_TRUE(db->CompactRange({}, nullptr, nullptr).ok());
+  std::string value;
+  EXPECT_TRUE(db->Get({}, DedupKey(1, "old"), &value).IsNotFound());
+  EXPECT_TRUE(db->Get({}, DedupKey(1, "live"), &value).ok());
+  EXPECT_TRUE(db->Get({}, DedupKey(1, "odd"), &value).ok());
+}
+
+}  // namespace
+}  // namespace wharf::store
