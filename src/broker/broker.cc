@@ -405,12 +405,14 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   }
   // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
   // "" where there is none to check. The store decides, in the commit, whether they take it.
-  std::vector<std::string> dedup_keys(targets.size());
+  // Sized only when a target has a window: no allocation on the common publish path.
+  std::vector<std::string> dedup_keys;
   size_t deduplicated = 0;
   if (store_) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const QueuePolicy& policy = targets[i]->policy();
       if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
+      if (dedup_keys.empty()) dedup_keys.resize(targets.size());
       WHARF_ASSIGN_OR_RETURN(dedup_keys[i], DedupKeyOf(message, policy.dedup_by_body));
       if (!dedup_keys[i].empty()) ++deduplicated;
     }
@@ -452,7 +454,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     Queue* queue = targets[i];
     auto it = queues_.find(queue->name());
     std::shared_ptr<store::DedupOutcome> dedup;
-    if (!dedup_keys[i].empty()) {
+    if (!dedup_keys.empty() && !dedup_keys[i].empty()) {
       // Ahead of the entry it may keep from being written.
       dedup = std::make_shared<store::DedupOutcome>();
       outcomes.push_back(dedup);
