@@ -4,24 +4,31 @@
 # machine, one after the other, and prints one table: each figure for each, the ratio
 # Wharf / RabbitMQ (native, and over AMQP) and Wharf's AMQP path against its native one.
 #
-#   bench/compare-rabbitmq.sh [--quick] [--build-dir DIR] [--out FILE]
+#   bench/compare-rabbitmq.sh [--quick] [--amqp-writes batched|each] [--build-dir DIR] [--out FILE]
+#
+# --amqp-writes is the AMQP driver's (wharf-perf --amqp-writes): batched (the default) writes
+# many publishes and acks per send(), as Wharf's native client does, so that the AMQP columns
+# measure the brokers rather than rabbitmq-c's three send() calls per publish; each is
+# rabbitmq-c's own amqp_basic_publish / amqp_basic_ack. Both AMQP columns use the same mode.
 #
 # Installs rabbitmq-server, fio and iperf3 from Debian if missing (needs root or sudo), starts
 # RabbitMQ on 127.0.0.1 only with a throw-away data dir, starts wharfd on 127.0.0.1, measures the
 # machine's limits (fsync latency, loopback bandwidth), runs the scenarios, stops both brokers.
-# Bounded: about 8 minutes by default, under 3 with --quick. All traffic stays on 127.0.0.1.
+# Bounded: about 10 minutes by default, under 4 with --quick. All traffic stays on 127.0.0.1.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build="$root/build"
 quick=0
 out=""
+amqp_writes=batched
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --build-dir) build="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --amqp-writes) amqp_writes="$2"; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -98,14 +105,30 @@ results="$work/results.txt"
 target() {
   case $1 in
     wharf) echo --driver native --server 127.0.0.1:5681 ;;
-    wharf-amqp) echo --driver amqp --uri amqp://guest:guest@127.0.0.1:5682/ ;;
-    rabbitmq) echo --driver amqp --uri amqp://guest:guest@127.0.0.1:5672/ ;;
+    wharf-amqp) echo --driver amqp --amqp-writes "$amqp_writes" --uri amqp://guest:guest@127.0.0.1:5682/ ;;
+    rabbitmq) echo --driver amqp --amqp-writes "$amqp_writes" --uri amqp://guest:guest@127.0.0.1:5672/ ;;
   esac
 }
 brokers="wharf wharf-amqp rabbitmq"
+# settle: waits (at most 60 s) until the machine is idle, 90% over one second, so that one
+# broker's background work after its run (Wharf's compactions of the messages just deleted,
+# RabbitMQ's) does not land in the next broker's run.
+settle() {
+  local deadline=$((SECONDS + 60)) a b
+  while [ $SECONDS -lt $deadline ]; do
+    read -r -a a < <(head -1 /proc/stat)
+    sleep 1
+    read -r -a b < <(head -1 /proc/stat)
+    local total=0 i
+    for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+    local idle=$((b[4] - a[4] + b[5] - a[5]))
+    [ $total -gt 0 ] && [ $((idle * 100 / total)) -ge 90 ] && return 0
+  done
+}
 run() {
   local name=$1; shift
   for broker in $brokers; do
+    settle
     local target
     read -r -a target <<< "$(target $broker)"
     local line
@@ -115,16 +138,18 @@ run() {
   done
 }
 
-echo "== scenarios (256-byte bodies)"
+echo "== scenarios (256-byte bodies; AMQP driver writes: $amqp_writes)"
 run persistent-confirm-1p --persistent --confirm 1000 --producers 1 --consumers 0 --duration $d --delete
 run persistent-confirm-4p --persistent --confirm 1000 --producers 4 --consumers 0 --duration $d --delete
 # Transient, with confirms so that neither broker is flooded past what it can hold in memory.
 run transient-1p1c --confirm 1000 --producers 1 --consumers 1 --duration $d --delete
 # Drain: fill a persistent backlog (publishers with confirms), then consume it (prefetch 100, ack each).
 for broker in $brokers; do
+  settle
   read -r -a target <<< "$(target $broker)"
   "$perf" "${target[@]}" --queue bench-drain --persistent --confirm 1000 --producers 2 \
     --consumers 0 --count $backlog >/dev/null 2>&1
+  settle
   line=$("$perf" "${target[@]}" --queue bench-drain --persistent --producers 0 --consumers 1 \
     --prefetch 100 --count $backlog --duration 120 --delete 2>/dev/null | grep '^RESULT' || true)
   # The drain run publishes nothing; its consume rate is the figure.

@@ -1,8 +1,12 @@
 // The amqp driver: AMQP 0-9-1 through rabbitmq-c (Debian's librabbitmq-dev), one connection and
 // one channel per producer or consumer thread, so the same scenarios run against RabbitMQ.
 #include <amqp.h>
+#include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <deque>
 #include <thread>
 
@@ -76,6 +80,114 @@ class Connection {
 amqp_bytes_t Bytes(const std::string& s) {
   return amqp_bytes_t{s.size(), const_cast<char*>(s.data())};
 }
+
+// --amqp-writes batched: frames encoded by rabbitmq-c's own encoders (amqp_encode_method,
+// amqp_encode_properties) into one buffer and written many per send(), the way Wharf's own
+// client writes whatever accumulated while its previous write was in flight. rabbitmq-c's
+// amqp_basic_publish makes three send() calls per message, amqp_basic_ack one per ack. Frames
+// are read by rabbitmq-c as usual; only publishes and acks bypass its writer, on its own (plain
+// TCP) socket.
+class FrameWriter {
+ public:
+  // Buffered bytes past which the caller should Flush.
+  static constexpr size_t kFlushBytes = 16 * 1024;
+
+  explicit FrameWriter(amqp_connection_state_t conn) : conn_(conn) {
+    int frame_max = amqp_get_frame_max(conn);
+    body_max_ = frame_max > 8 ? static_cast<size_t>(frame_max) - 8 : SIZE_MAX;
+  }
+
+  // Encodes one method frame; false if rabbitmq-c cannot encode it.
+  bool AppendMethod(amqp_method_number_t id, void* decoded, size_t max_args) {
+    scratch_.resize(max_args);
+    size_t start = BeginFrame(AMQP_FRAME_METHOD);
+    Put32(id);
+    int n = amqp_encode_method(id, decoded, amqp_bytes_t{scratch_.size(), scratch_.data()});
+    if (n < 0) return false;
+    buf_.append(scratch_.data(), static_cast<size_t>(n));
+    EndFrame(start);
+    return true;
+  }
+
+  // Encodes one basic.publish with its content.
+  bool AppendPublish(const std::string& exchange, const std::string& key,
+                     const amqp_basic_properties_t& properties, const std::string& body) {
+    amqp_basic_publish_t m{};
+    m.exchange = Bytes(exchange);
+    m.routing_key = Bytes(key);
+    if (!AppendMethod(AMQP_BASIC_PUBLISH_METHOD, &m, 16 + exchange.size() + key.size())) {
+      return false;
+    }
+    size_t start = BeginFrame(AMQP_FRAME_HEADER);
+    Put16(AMQP_BASIC_CLASS);
+    Put16(0);  // weight
+    Put32(static_cast<uint32_t>(static_cast<uint64_t>(body.size()) >> 32));
+    Put32(static_cast<uint32_t>(body.size()));
+    scratch_.resize(512);
+    amqp_basic_properties_t props = properties;
+    int n = amqp_encode_properties(AMQP_BASIC_CLASS, &props,
+                                   amqp_bytes_t{scratch_.size(), scratch_.data()});
+    if (n < 0) return false;
+    buf_.append(scratch_.data(), static_cast<size_t>(n));
+    EndFrame(start);
+
+    for (size_t off = 0; off < body.size(); off += body_max_) {
+      start = BeginFrame(AMQP_FRAME_BODY);
+      buf_.append(body, off, std::min(body_max_, body.size() - off));
+      EndFrame(start);
+    }
+    return true;
+  }
+
+  size_t buffered() const { return buf_.size(); }
+
+  // Writes everything buffered; an AMQP_STATUS_* code.
+  int Flush() {
+    int fd = amqp_get_sockfd(conn_);
+    size_t done = 0;
+    while (done < buf_.size()) {
+      ssize_t n = ::send(fd, buf_.data() + done, buf_.size() - done, MSG_NOSIGNAL);
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        return AMQP_STATUS_SOCKET_ERROR;
+      }
+    }
+    buf_.clear();
+    return AMQP_STATUS_OK;
+  }
+
+ private:
+  size_t BeginFrame(uint8_t type) {
+    size_t start = buf_.size();
+    buf_.push_back(static_cast<char>(type));
+    Put16(kChannel);
+    Put32(0);  // the payload size, set by EndFrame
+    return start;
+  }
+  void EndFrame(size_t start) {
+    uint32_t size = static_cast<uint32_t>(buf_.size() - start - 7);
+    for (int i = 0; i < 4; ++i) buf_[start + 3 + i] = static_cast<char>(size >> (24 - 8 * i));
+    buf_.push_back(static_cast<char>(AMQP_FRAME_END));
+  }
+  void Put16(uint16_t v) {
+    buf_.push_back(static_cast<char>(v >> 8));
+    buf_.push_back(static_cast<char>(v));
+  }
+  void Put32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) buf_.push_back(static_cast<char>(v >> (24 - 8 * i)));
+  }
+
+  amqp_connection_state_t conn_;
+  size_t body_max_;
+  std::string buf_;
+  std::string scratch_;
+};
 
 class AmqpDriver final : public Driver {
  public:
@@ -154,6 +266,8 @@ class AmqpDriver final : public Driver {
                         : std::chrono::nanoseconds(0);
     auto next_send = std::chrono::steady_clock::now();
     uint64_t n = static_cast<uint64_t>(index);
+    std::unique_ptr<FrameWriter> writer;
+    if (o.amqp_writes == "batched") writer = std::make_unique<FrameWriter>(conn);
 
     // Reads one frame (blocking up to `timeout`, or not at all when zero) and applies acks.
     auto read_confirms = [&](timeval* timeout) -> bool {
@@ -210,6 +324,11 @@ class AmqpDriver final : public Driver {
         std::this_thread::sleep_until(next_send);
         next_send += interval;
       }
+      if (writer && window > 0 && sent_at.size() >= window && writer->buffered() > 0 &&
+          writer->Flush() != AMQP_STATUS_OK) {
+        run.Abort("producer: write failed");
+        break;
+      }
       while (window > 0 && sent_at.size() >= window && !run.stop) {
         timeval wait{0, 100'000};
         if (!read_confirms(&wait)) break;
@@ -217,8 +336,20 @@ class AmqpDriver final : public Driver {
       if (run.stop) break;
       StampBody(&body);
       int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
-      int rc = amqp_basic_publish(conn, kChannel, Bytes(exchange), Bytes(keys[q]), 0, 0, &props,
-                                  Bytes(body));
+      int rc = AMQP_STATUS_OK;
+      if (writer) {
+        if (!writer->AppendPublish(exchange, keys[q], props, body)) {
+          run.Abort("producer: cannot encode basic.publish");
+          break;
+        }
+        // Written once enough is buffered, or at once when paced (--rate) or one at a time.
+        if (writer->buffered() >= FrameWriter::kFlushBytes || interval.count() > 0 || window == 1) {
+          rc = writer->Flush();
+        }
+      } else {
+        rc = amqp_basic_publish(conn, kChannel, Bytes(exchange), Bytes(keys[q]), 0, 0, &props,
+                                Bytes(body));
+      }
       if (rc != AMQP_STATUS_OK) {
         run.Abort(std::string("producer: ") + amqp_error_string2(rc));
         break;
@@ -231,6 +362,9 @@ class AmqpDriver final : public Driver {
           if (!read_confirms(&poll)) break;
         }
       }
+    }
+    if (writer && writer->buffered() > 0 && writer->Flush() != AMQP_STATUS_OK && !run.stop) {
+      run.Abort("producer: write failed");
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (window > 0 && !sent_at.empty() && !run.stop &&
@@ -254,6 +388,20 @@ class AmqpDriver final : public Driver {
     const uint32_t ack_every = std::max<uint32_t>(1, o.ack_every);
     uint32_t unacked = 0;
     uint64_t last_tag = 0;
+    std::unique_ptr<FrameWriter> writer;
+    if (o.amqp_writes == "batched") writer = std::make_unique<FrameWriter>(conn);
+    auto ack = [&](uint64_t tag, bool multiple) -> int {
+      if (!writer) return amqp_basic_ack(conn, kChannel, tag, multiple);
+      amqp_basic_ack_t m{tag, multiple};
+      if (!writer->AppendMethod(AMQP_BASIC_ACK_METHOD, &m, 16)) return AMQP_STATUS_BAD_AMQP_DATA;
+      // Written once nothing more is buffered to read (the next read would wait for the
+      // broker, which waits for these acks once the prefetch is used up), or enough is buffered.
+      if ((amqp_data_in_buffer(conn) == 0 && amqp_frames_enqueued(conn) == 0) ||
+          writer->buffered() >= FrameWriter::kFlushBytes) {
+        return writer->Flush();
+      }
+      return AMQP_STATUS_OK;
+    };
     while (!run.stop) {
       amqp_maybe_release_buffers(conn);
       amqp_envelope_t envelope;
@@ -272,13 +420,17 @@ class AmqpDriver final : public Driver {
       run.stats.received.fetch_add(1, std::memory_order_relaxed);
       if (envelope.redelivered) run.stats.redelivered.fetch_add(1, std::memory_order_relaxed);
       last_tag = envelope.delivery_tag;
-      if (++unacked >= ack_every) {
-        amqp_basic_ack(conn, kChannel, envelope.delivery_tag, ack_every > 1);
-        unacked = 0;
-      }
       amqp_destroy_envelope(&envelope);
+      if (++unacked >= ack_every) {
+        unacked = 0;
+        if (ack(last_tag, ack_every > 1) != AMQP_STATUS_OK) {
+          if (!run.stop) run.Abort("consumer: ack failed");
+          break;
+        }
+      }
     }
-    if (unacked > 0) amqp_basic_ack(conn, kChannel, last_tag, 1);  // the tail --ack-every left
+    if (unacked > 0) ack(last_tag, true);  // the tail --ack-every left
+    if (writer && writer->buffered() > 0) writer->Flush();
   }
 };
 

@@ -97,6 +97,11 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
   app.add_option("--confirm", o->confirm,
                  "publisher confirms, at most WINDOW unconfirmed per producer")
       ->check(Unsigned(1, 1'000'000));
+  app.add_option("--amqp-writes", o->amqp_writes,
+                 "amqp driver: each = rabbitmq-c's basic_publish, three send() calls per "
+                 "message; batched = many publishes per send(), as the native client writes")
+      ->check(CLI::IsMember({"each", "batched"}))
+      ->capture_default_str();
   app.add_option("--prefetch", o->prefetch, "consumer prefetch")
       ->check(Unsigned(0, 65'535))
       ->capture_default_str();
@@ -160,6 +165,8 @@ int main(int argc, char** argv) {
     }
   } else if (uri_given) {
     return Usage("--uri is for the amqp driver; use --server");
+  } else if (o.amqp_writes != "each") {
+    return Usage("--amqp-writes is for the amqp driver");
   }
 
   std::signal(SIGINT, [](int) { g_interrupted = 1; });

@@ -48,6 +48,9 @@ struct Options {
   // Queues with this deduplication window (x-deduplication-window), each message with its own
   // key (x-deduplication-header); 0 = none. Native only, with --persistent.
   uint64_t dedup_window_ms = 0;
+  // amqp driver: "each" = rabbitmq-c's amqp_basic_publish (three send() calls per message);
+  // "batched" = many publishes per send() (amqp_driver.cc, PublishWriter).
+  std::string amqp_writes = "each";
 
   std::string QueueName(int i) const {
     return queues == 1 ? queue : queue + "-" + std::to_string(i);
