@@ -61,13 +61,14 @@ class DedupStoreTest : public ::testing::Test {
   std::vector<uint64_t> LoadIds(uint64_t queue) {
     bool done = false;
     std::vector<uint64_t> ids;
-    store_->Load(queue, 0, UINT64_MAX, 1000, UINT64_MAX, [&](Result<std::vector<LoadedMessage>> r) {
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      if (r.ok()) {
-        for (const auto& m : *r) ids.push_back(m.envelope->message.id);
-      }
-      done = true;
-    });
+    store_->Load(queue, 0, UINT64_MAX, 100000, UINT64_MAX,
+                 [&](Result<std::vector<LoadedMessage>> r) {
+                   EXPECT_TRUE(r.ok()) << r.status().ToString();
+                   if (r.ok()) {
+                     for (const auto& m : *r) ids.push_back(m.envelope->message.id);
+                   }
+                   done = true;
+                 });
     EXPECT_TRUE(mailbox_.RunUntil([&] { return done; }));
     return ids;
   }
@@ -134,6 +135,49 @@ TEST_F(DedupStoreTest, DuplicatesWithinOneWriteGroupAreFound) {
   EXPECT_EQ(in_a->duplicate_of, 0u);
   EXPECT_EQ(in_b->duplicate_of, 12u);
   EXPECT_EQ(LoadIds(kQueue), (std::vector<uint64_t>{10, 12}));
+}
+
+TEST_F(DedupStoreTest, OneGroupFindsKeysInTablesInTheMemtableAndEarlierInItself) {
+  // The writer looks a group's keys up in one MultiGet before applying it (PrefetchDedup):
+  // keys in tables (partitioned filters) and in the memtable, and keys the group itself
+  // records, must all be found.
+  DeclareQueue(kQueue, "q");
+  constexpr uint64_t kOld = 3000, kRecent = 200, kNew = 100;
+  uint64_t seq = 1;
+  for (uint64_t from = 0; from < kOld; from += 500) {
+    StoreBatch batch;
+    for (uint64_t i = from; i < from + 500; ++i) {
+      AddPublish(&batch, kQueue, seq++, 10'000 + i, "old-" + std::to_string(i));
+    }
+    ASSERT_TRUE(Commit(std::move(batch)).ok());
+  }
+  Reopen();  // recovery flushes the log's keys into tables
+  StoreBatch recent;
+  for (uint64_t i = 0; i < kRecent; ++i) {
+    AddPublish(&recent, kQueue, seq++, 20'000 + i, "recent-" + std::to_string(i));
+  }
+  ASSERT_TRUE(Commit(std::move(recent)).ok());
+
+  StoreBatch mixed;
+  std::vector<std::pair<std::shared_ptr<DedupOutcome>, uint64_t>> expect;  // outcome, holder
+  for (uint64_t i = 0; i < kNew; ++i) {
+    expect.emplace_back(AddPublish(&mixed, kQueue, seq++, 30'000 + i, "new-" + std::to_string(i)),
+                        0);
+    expect.emplace_back(
+        AddPublish(&mixed, kQueue, seq++, 40'000 + i, "old-" + std::to_string(i * 29)),
+        10'000 + i * 29);
+    expect.emplace_back(
+        AddPublish(&mixed, kQueue, seq++, 50'000 + i, "recent-" + std::to_string(i * 2)),
+        20'000 + i * 2);
+    // A key this group recorded a moment ago.
+    expect.emplace_back(AddPublish(&mixed, kQueue, seq++, 60'000 + i, "new-" + std::to_string(i)),
+                        30'000 + i);
+  }
+  ASSERT_TRUE(Commit(std::move(mixed)).ok());
+  for (size_t i = 0; i < expect.size(); ++i) {
+    EXPECT_EQ(expect[i].first->duplicate_of, expect[i].second) << "publish " << i;
+  }
+  EXPECT_EQ(LoadIds(kQueue).size(), kOld + kRecent + kNew);
 }
 
 TEST_F(DedupStoreTest, AnExpiredKeyIsAcceptedAgainAndWindowsArePerQueue) {
