@@ -1,11 +1,20 @@
-# Shared by the bench/*.sh scripts (sourced): timing, RSS, and starting wharfd on $port with
-# its log in $work/wharfd.log. The caller sets build, port and work, and a trap that kills $pid.
+# Shared by the bench/*.sh scripts (sourced): a throw-away directory $work (removed at exit,
+# with the wharfd started here killed), timing, RSS, and starting wharfd on $port with its log
+# in $work/wharfd.log. The caller sets build, port and name (the directory's name).
 wharfd=$build/src/server/wharfd
 perf=$build/bench/wharf-perf
 ctl=$build/src/ctl/wharfctl
 for tool in "$wharfd" "$perf" "$ctl"; do
   [ -x "$tool" ] || { echo "missing $tool: run 'make build' first" >&2; exit 1; }
 done
+
+work=$(mktemp -d "/tmp/wharf-$name-XXXXXX")
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 now_ms() { date +%s%3N; }
 rss_mb() { awk '/VmRSS/ {printf "%.0f", $2/1024}' "/proc/$1/status"; }

@@ -17,13 +17,7 @@ build=${BUILD:-build}
 port=5684
 declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000)
 while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
-work=$(mktemp -d /tmp/wharf-dedup-XXXXXX)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+name=dedup
 source bench/common.sh
 
 perf_json() { "$perf" --server 127.0.0.1:$port --json "$@" | tail -1; }

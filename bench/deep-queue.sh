@@ -14,10 +14,7 @@ build=${BUILD:-build}
 port=5682
 counts=("$@")
 [ ${#counts[@]} -eq 0 ] && counts=(1000000 10000000)
-work=$(mktemp -d /tmp/wharf-deep-XXXXXX)
-pid=
-cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+name=deep
 source bench/common.sh
 
 printf '%-10s %-28s %s\n' count figure value

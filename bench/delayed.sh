@@ -21,13 +21,7 @@ if [ $# -gt 0 ]; then
   want=()
   while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 fi
-work=$(mktemp -d /tmp/wharf-delayed-XXXXXX)
-pid=
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+name=delayed
 source bench/common.sh
 
 stop() {
