@@ -406,14 +406,21 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
   // "" where there is none to check. The store decides, in the commit, whether they take it.
   // Sized only when a target has a window: no allocation on the common publish path.
+  // Each kind of key (header, body hash) is made at most once, however many queues check it.
   std::vector<std::string> dedup_keys;
   size_t deduplicated = 0;
   if (store_) {
+    std::optional<std::string> by_header, by_body;
     for (size_t i = 0; i < targets.size(); ++i) {
       const QueuePolicy& policy = targets[i]->policy();
       if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
       if (dedup_keys.empty()) dedup_keys.resize(targets.size());
-      WHARF_ASSIGN_OR_RETURN(dedup_keys[i], DedupKeyOf(message, policy.dedup_by_body));
+      std::optional<std::string>& key = policy.dedup_by_body ? by_body : by_header;
+      if (!key) {
+        WHARF_ASSIGN_OR_RETURN(std::string made, DedupKeyOf(message, policy.dedup_by_body));
+        key = std::move(made);
+      }
+      dedup_keys[i] = *key;
       if (!dedup_keys[i].empty()) ++deduplicated;
     }
   }
