@@ -35,7 +35,7 @@ struct Properties {
   std::string content_type;
   std::string content_encoding;
   int64_t timestamp_ms = 0;    // application timestamp, Unix milliseconds
-  uint32_t priority = 0;       // 0-9; carried, not used for ordering in v1
+  uint32_t priority = 0;       // a queue with x-max-priority delivers higher ones first
   uint64_t expiration_ms = 0;  // per-message TTL from publish; 0 = never expires
   std::string type;
   std::string app_id;

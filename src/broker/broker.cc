@@ -385,7 +385,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   std::vector<Queue*> expire_now;
   if (timing.expire_undelivered && due_ms == 0) {
     std::erase_if(targets, [&](Queue* queue) {
-      if (!queue->HasReady() && !queue->ShouldPage(options_.page_limits)) return false;
+      if (!queue->HasReady() && !queue->ShouldPage(options_.page_limits, queue->LaneOf(message))) {
+        return false;
+      }
       expire_now.push_back(queue);
       return true;
     });
@@ -435,7 +437,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     // a deduplication key, even of a transient message.
     WHARF_RETURN_IF_ERROR(CheckStore(targets, persistent || due_ms != 0 || deduplicated > 0));
     for (size_t i = 0; i < targets.size(); ++i) {
-      bool page = due_ms == 0 && targets[i]->ShouldPage(options_.page_limits);
+      bool page =
+          due_ms == 0 && targets[i]->ShouldPage(options_.page_limits, targets[i]->LaneOf(message));
       if (targets[i]->store_id() != 0 && (persistent || page || due_ms != 0)) {
         modes[i] = page ? kPage : kStore;
         ++references;
@@ -771,7 +774,7 @@ void Broker::Dispatch(const std::shared_ptr<Queue>& queue) {
   for (QueuedMessage& m : expired) DeadLetter(queue, std::move(m), "expired");
   if (store_ && queue->NeedsLoad(options_.load_batch, options_.page_limits.max_bytes)) {
     // Issued after this flush's commit: the load must see the entries it just paged.
-    queue->loading = true;
+    queue->MarkLoading();
     pending_loads_.push_back(queue);
   }
 }

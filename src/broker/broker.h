@@ -462,7 +462,7 @@ class Broker {
   void ExpireIdleQueues();
   // Above the sequence number of every message of `queue` that a purge's range must not
   // cover: those in flight, and those whose removal (an earlier purge's) is still queued.
-  uint64_t PurgeFloor(const Queue& queue) const;
+  PurgeFloors PurgeFloor(const Queue& queue) const;
   // Runs `answer` once the current batch's commit is synced (at once without a store).
   void AnswerWhenDurable(std::function<void(const Status&)> answer);
   // Answers a long poll (possibly with nothing) and forgets its deadline.
@@ -520,6 +520,9 @@ class Broker {
   bool RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& message, bool paged);
   void FinishRedrive(RedriveTask& task, RedriveInfo::State state, std::string detail);
   void ReadRedrive(RedriveTask& task, const Queue& queue);
+  // Peek's read of the paged messages of the lane of `at` (broker_peek.cc).
+  void PeekDisk(const std::shared_ptr<Queue>& queue, uint64_t at, uint32_t wanted, uint64_t budget,
+                bool with_body, PeekPage page, std::function<void(const Result<PeekPage>&)> reply);
   void OnRedriveRead(const std::string& queue_name, uint64_t serial, uint64_t generation,
                      Result<std::vector<store::LoadedMessage>> loaded);
   // Answers a StartRedrive or CancelRedrive once the task's record is on disk.
@@ -566,7 +569,7 @@ class Broker {
   Status CheckStore(const std::vector<Queue*>& targets, bool persistent) const;
   void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
-  void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count);
+  void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count, uint8_t lane);
   // The live queue with this id in the store (recovery and store reports), or null.
   std::shared_ptr<Queue> FindQueueByStoreId(uint64_t store_id) const;
   // A step of a purge's removal from the disk (store::ReclaimCallback).

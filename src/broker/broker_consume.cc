@@ -179,7 +179,7 @@ Result<GetResult> Broker::Get(uint64_t session_id, std::string_view queue_name, 
   // load the next paged ones, as Dispatch does; issued after this flush's commit. Until they
   // are in RAM a Get answers empty (AMQP get-empty): it does not wait for the disk.
   if (store_ && queue->NeedsLoad(options_.load_batch, options_.page_limits.max_bytes)) {
-    queue->loading = true;
+    queue->MarkLoading();
     pending_loads_.push_back(queue);
   }
   return result;

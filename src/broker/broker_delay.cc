@@ -132,7 +132,7 @@ void Broker::ReleaseOne(Queue& queue, DelayKey key, DelayedMessage message) {
   // On disk it moves from the timeline to the queue's entries in one batch. A non-persistent
   // message was on the timeline only to survive the queue's RAM limits: it leaves the disk,
   // unless the queue pages.
-  const bool page = queue.ShouldPage(options_.page_limits);
+  const bool page = queue.ShouldPage(options_.page_limits, *message.envelope);
   const bool keep = envelope.message.persistent || page;
   store::EntryRef ref{queue.store_id(),
                       0,

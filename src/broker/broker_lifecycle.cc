@@ -375,7 +375,7 @@ void Broker::EnqueueMoved(Queue& target, const EnvelopePtr& envelope) {
   const bool persistent = envelope->message.persistent;
   const uint8_t flags =
       static_cast<uint8_t>(store::kEntryInline | (persistent ? 0 : store::kEntryTransient));
-  const bool page = target.ShouldPage(options_.page_limits);
+  const bool page = target.ShouldPage(options_.page_limits, *envelope);
   const bool stored = store_ && target.store_id() != 0 && (persistent || page);
   uint64_t seq = target.Enqueue(envelope, stored, flags, page);
   if (stored) {

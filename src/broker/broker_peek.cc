@@ -51,48 +51,60 @@ Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string&
   auto full = [&] {
     return page.messages.size() == limit || (with_body && bytes >= kPeekBodyBytes);
   };
-  // RAM first: everything there precedes what is paged.
+  // Lane by lane (one lane unless the queue has priorities), in delivery order: in each, RAM
+  // first (everything there precedes what is paged), then the disk.
   const uint64_t from = after_position == UINT64_MAX ? UINT64_MAX : after_position + 1;
-  for (const QueuedMessage* m = queue->NextReadyInRam(from); m;
-       m = queue->NextReadyInRam(m->seq + 1)) {
+  for (std::optional<uint64_t> at = from; at; at = queue->NextLaneStart(*at)) {
+    for (const QueuedMessage* m = queue->NextReadyInLane(*at); m;
+         m = queue->NextReadyInLane(m->seq + 1)) {
+      if (full()) {
+        page.more = true;
+        reply(page);
+        return Status::Ok();
+      }
+      page.messages.push_back(ToPeeked(*m->envelope, m->seq, m->receive_count,
+                                       m->first_received_at_ms, m->failures, with_body));
+      bytes += m->envelope->whole_bytes();
+      page.next_after = m->seq;
+    }
+    if (queue->PagedInLane(*at) == 0 || queue->store_id() == 0 || !store_) continue;
     if (full()) {
       page.more = true;
       reply(page);
       return Status::Ok();
     }
-    page.messages.push_back(ToPeeked(*m->envelope, m->seq, m->receive_count,
-                                     m->first_received_at_ms, m->failures, with_body));
-    bytes += m->envelope->whole_bytes();
-    page.next_after = m->seq;
-  }
-  if (queue->paged() == 0 || queue->store_id() == 0 || !store_) {
-    reply(page);
+    // Computed before `page` is moved into the call.
+    const uint32_t wanted = limit - static_cast<uint32_t>(page.messages.size());
+    const uint64_t budget = with_body ? kPeekBodyBytes - bytes : LoadBytes();
+    PeekDisk(queue, *at, wanted, budget, with_body, std::move(page), std::move(reply));
     return Status::Ok();
   }
-  if (full()) {
-    page.more = true;
-    reply(page);
-    return Status::Ok();
-  }
-  // The rest from disk, after this flush's commit (so it sees what was settled before).
-  const uint64_t disk_from =
-      std::max(page.messages.empty() ? from : page.next_after + 1, queue->load_from_seq());
-  const uint32_t wanted = limit - static_cast<uint32_t>(page.messages.size());
+  reply(page);
+  return Status::Ok();
+}
+
+void Broker::PeekDisk(const std::shared_ptr<Queue>& queue, uint64_t at, uint32_t wanted,
+                      uint64_t budget, bool with_body, PeekPage page,
+                      std::function<void(const Result<PeekPage>&)> reply) {
+  // The rest of the lane of `at` from disk, after this flush's commit (so it sees what was
+  // settled before). A page ends with the lane: the next one starts at the next lane.
+  const uint64_t disk_from = std::max(at, queue->LoadFromSeq(at));
+  const uint64_t to = queue->LoadEndSeq(at);  // held messages are not shown yet
   const uint64_t store_id = queue->store_id();
-  const uint64_t to = queue->load_end_seq();  // held messages are not shown yet
   const uint64_t run_start = run_start_id_;
-  const uint64_t delivered_through = queue->delivered_through();
-  const uint64_t budget = with_body ? kPeekBodyBytes - bytes : LoadBytes();
-  pending_reads_.push_back([this, store_id, disk_from, to, wanted, budget, run_start, with_body,
-                            delivered_through, page = std::move(page), reply]() mutable {
+  const std::optional<uint64_t> next_lane = queue->NextLaneStart(at);
+  pending_reads_.push_back([this, weak = std::weak_ptr<Queue>(queue), store_id, disk_from, to,
+                            wanted, budget, run_start, with_body, next_lane, page = std::move(page),
+                            reply = std::move(reply)]() mutable {
     ++loads_in_flight_;
     // One more than wanted: it only says whether there is more.
     store_->Load(
         store_id, disk_from, to, wanted + 1, budget,
-        [this, wanted, budget, run_start, with_body, delivered_through, page = std::move(page),
+        [this, weak, wanted, budget, run_start, with_body, next_lane, page = std::move(page),
          reply](Result<std::vector<store::LoadedMessage>> loaded) mutable {
           --loads_in_flight_;
           if (!loaded.ok()) return reply(loaded.status());
+          std::shared_ptr<Queue> queue = weak.lock();
           uint64_t read_bytes = 0;
           size_t looked_at = std::min<size_t>(loaded->size(), wanted);
           for (size_t i = 0; i < looked_at; ++i) {
@@ -102,16 +114,22 @@ Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string&
             read_bytes += m.envelope->whole_bytes();  // as the store counts
             // Not persistent and from before a restart: dropped when loaded.
             if ((m.flags & store::kEntryTransient) && m.message_id < run_start) continue;
-            // Delivered before a restart (the queue's mark), as a load counts it.
-            if (m.receive_count == 0 && m.seq <= delivered_through) m.receive_count = 1;
+            // Delivered before a restart (the lane's mark), as a load counts it.
+            if (m.receive_count == 0 && queue && queue->DeliveredBefore(m.seq)) {
+              m.receive_count = 1;
+            }
             page.messages.push_back(ToPeeked(*m.envelope, m.seq, m.receive_count,
                                              m.first_received_at_ms, m.failures, with_body));
           }
           page.more = loaded->size() > wanted || read_bytes >= budget;
+          if (!page.more && next_lane) {
+            // The lane is done; lower priorities follow.
+            page.more = true;
+            page.next_after = *next_lane - 1;
+          }
           reply(page);
         });
   });
-  return Status::Ok();
 }
 
 }  // namespace wharf::broker

@@ -239,16 +239,31 @@ void Broker::RedriveStep(RedriveTask& task, Queue& queue) {
       next = now;
       break;
     }
-    // The messages in RAM come first: they all precede the paged ones.
-    if (const QueuedMessage* m = queue.NextReadyInRam(task.stored.cursor_seq); m && m->seq < end) {
+    // Lane by lane (one unless the queue has priorities). In each, the messages in RAM come
+    // first: they all precede the paged ones.
+    const uint64_t cursor = task.stored.cursor_seq;
+    if (const QueuedMessage* m = queue.NextReadyInLane(cursor); m && m->seq < end) {
       if (!RedriveOne(task, queue, *m, /*paged=*/false)) break;
       continue;
     }
-    if (queue.paged() == 0) {
-      FinishRedrive(task, RedriveInfo::State::kFinished, "");
+    // The lane is done: on to the next, or the walk is.
+    auto next_lane = [&] {
+      task.read_ahead.clear();
+      task.read_to_end = false;
+      std::optional<uint64_t> next = queue.NextLaneStart(cursor);
+      if (!next || *next >= end) {
+        task.stored.cursor_seq = std::max(cursor, end);
+        FinishRedrive(task, RedriveInfo::State::kFinished, "");
+        return false;
+      }
+      task.stored.cursor_seq = *next;
+      return true;
+    };
+    if (queue.PagedInLane(cursor) == 0 || cursor >= end) {
+      if (next_lane()) continue;
       break;
     }
-    if (queue.loading) {  // what it brings to RAM would be read twice
+    if (queue.loading()) {  // what it brings to RAM would be read twice
       next = now + kLoadWait;
       break;
     }
@@ -258,8 +273,7 @@ void Broker::RedriveStep(RedriveTask& task, Queue& queue) {
     }
     if (task.read_ahead.empty()) {
       if (task.read_to_end) {
-        task.stored.cursor_seq = std::max(task.stored.cursor_seq, end);
-        FinishRedrive(task, RedriveInfo::State::kFinished, "");
+        if (next_lane()) continue;
       } else {
         ReadRedrive(task, queue);
       }
@@ -347,7 +361,7 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
     EnvelopePtr envelope = message.envelope;
     QueuedMessage taken;
     if (paged) {
-      queue.TakePaged(m.body.size());
+      queue.TakePaged(seq, m.body.size());
       taken = message;
     } else {
       auto from_ram = queue.Take(seq);  // `message` points into the queue: copied first
@@ -372,8 +386,9 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
 
 void Broker::ReadRedrive(RedriveTask& task, const Queue& queue) {
   task.reading = true;
-  const uint64_t from = std::max(task.stored.cursor_seq, queue.load_from_seq());
-  const uint64_t to = task.stored.end_seq;
+  const uint64_t cursor = task.stored.cursor_seq;
+  const uint64_t from = std::max(cursor, queue.LoadFromSeq(cursor));
+  const uint64_t to = std::min(task.stored.end_seq, store::LaneEndSeq(store::SeqLane(cursor)));
   const uint64_t store_id = queue.store_id();
   const uint64_t generation = queue.load_generation;
   // Issued after this flush's commit, so it sees the moves made so far.

@@ -51,17 +51,20 @@ Status Broker::Recover(const store::RecoveredState& state) {
     }
     auto queue =
         std::make_shared<Queue>(stored.spec, 0, stored.queue_id, options_.delay_limits, *policy);
-    queue->Restore(stored.first_seq, stored.next_seq, stored.estimated_messages());
-    queue->NoteDelivered(stored.delivered_through);
-    // New messages must come after the delivery mark, or they would count as delivered.
-    queue->EnsureNextSeqAbove(stored.delivered_through);
+    for (const store::StoredLane& lane : stored.lanes) {
+      queue->Restore(lane.lane, lane.first_seq, lane.next_seq, lane.estimated_messages());
+      if (lane.delivered_through != 0) {
+        queue->NoteDelivered(lane.delivered_through);
+        // New messages must come after the delivery mark, or they would count as delivered.
+        queue->EnsureNextSeqAbove(lane.delivered_through);
+      }
+      if (lane.first_seq != 0) ++counts_in_flight_;  // one count per lane with entries
+    }
+    queue->TakeDeliveredMarks();  // as they are on disk
     messages += stored.estimated_messages();
     queues_.emplace(stored.spec.name, queue);
     TouchQueue(*queue);  // x-expires counts from the recovery, as in RabbitMQ
-    if (queue->paged() > 0) {
-      ScheduleDispatch(queue);  // loads the head
-      ++counts_in_flight_;      // one count per non-empty queue (CountRecoveredQueues)
-    }
+    if (queue->paged() > 0) ScheduleDispatch(queue);  // loads the head
     if (stored.has_delayed) {
       queue->delayed().RestoreFromDisk();
       UpdateDelayHead(queue);  // loads the timeline's head
@@ -119,9 +122,8 @@ Status Broker::Recover(const store::RecoveredState& state) {
   // them was on disk only because its queue paged, and is dropped when loaded.
   run_start_id_ = next_message_id_;
   if (store_ && !state.queues.empty()) {
-    store_->CountRecoveredQueues([this](uint64_t queue_id, store::CountKind kind, uint64_t count) {
-      OnCounted(queue_id, kind, count);
-    });
+    store_->CountRecoveredQueues([this](uint64_t queue_id, store::CountKind kind, uint64_t count,
+                                        uint8_t lane) { OnCounted(queue_id, kind, count, lane); });
   }
   // From here on the broker belongs to the thread that serves.
   thread_checker_.Detach();
@@ -192,7 +194,9 @@ void Broker::CommitPending(bool probe) {
   for (auto& queue : std::exchange(delivered_marks_, {})) {
     queue->delivered_mark_pending = false;
     if (!queue->deleted) {
-      Persist(store::StoreBatch::MarkDelivered{queue->store_id(), queue->delivered_through()});
+      for (uint64_t mark : queue->TakeDeliveredMarks()) {
+        Persist(store::StoreBatch::MarkDelivered{queue->store_id(), mark});
+      }
     }
   }
   if (!store_ || (!probe && batch_.empty() && pending_confirms_.empty() && after_commit_.empty())) {
@@ -272,18 +276,18 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
 }
 
 void Broker::RequestLoad(const std::shared_ptr<Queue>& queue) {
+  if (!queue->loading()) return;  // purged since the load was decided
   ++loads_in_flight_;
   std::weak_ptr<Queue> weak = queue;
   uint64_t generation = queue->load_generation;
-  queue->BeginLoad();
-  store_->Load(queue->store_id(), queue->load_from_seq(), queue->load_end_seq(),
-               options_.load_batch, LoadBytes(),
+  auto [from, to] = queue->BeginLoad();
+  store_->Load(queue->store_id(), from, to, options_.load_batch, LoadBytes(),
                [this, weak, generation](Result<std::vector<store::LoadedMessage>> loaded) {
                  OnLoaded(weak, generation, std::move(loaded));
                });
 }
 
-void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count) {
+void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count, uint8_t lane) {
   thread_checker_.Check();
   if (counts_in_flight_ > 0) --counts_in_flight_;
   std::shared_ptr<Queue> queue = FindQueueByStoreId(queue_id);
@@ -303,8 +307,13 @@ void Broker::OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count)
     spdlog::warn("queue={} could not be counted; its depth stays an upper bound until drained",
                  LogSafe(name));
   } else if (queue->count_estimated()) {
-    queue->SetRecoveredCount(count);
-    spdlog::info("queue={} counted {} stored messages at recovery", LogSafe(name), count);
+    queue->SetRecoveredCount(lane, count);
+    if (queue->policy().max_priority == 0) {
+      spdlog::info("queue={} counted {} stored messages at recovery", LogSafe(name), count);
+    } else {
+      spdlog::info("queue={} counted {} stored messages of priority {} at recovery", LogSafe(name),
+                   count, queue->policy().max_priority - lane);
+    }
   }
 }
 
@@ -325,8 +334,8 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
   --loads_in_flight_;
   std::shared_ptr<Queue> queue = weak.lock();
   if (!queue || queue->deleted || queue->load_generation != generation) return;
-  queue->loading = false;
   if (!loaded.ok()) {
+    queue->LoadFailed();
     spdlog::error("queue={} cannot load paged messages (retrying in 1 s): {}",
                   LogSafe(queue->name()), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
     load_retries_.push_back(queue);
@@ -341,7 +350,7 @@ void Broker::OnLoaded(const std::weak_ptr<Queue>& weak, uint64_t generation,
     bool unreadable = m.envelope == nullptr;
     if (!unreadable) bytes += m.envelope->whole_bytes();  // as the store counts
     // Delivered before the restart (MarkDelivered) but never since: it counts as received once.
-    if (m.receive_count == 0 && m.seq <= queue->delivered_through()) m.receive_count = 1;
+    if (m.receive_count == 0 && queue->DeliveredBefore(m.seq)) m.receive_count = 1;
     if (unreadable || ((m.flags & store::kEntryTransient) && m.message_id < run_start_id_)) {
       // No body to deliver, or a non-persistent message from before the restart.
       Persist(store::StoreBatch::RemoveEntry{

@@ -444,22 +444,24 @@ void Broker::AnswerWhenDurable(uint64_t session_id,
   });
 }
 
-uint64_t Broker::PurgeFloor(const Queue& queue) const {
-  uint64_t floor = 0;
+PurgeFloors Broker::PurgeFloor(const Queue& queue) const {
+  PurgeFloors floors;
+  auto above = [&](uint64_t seq) {
+    uint64_t& floor = floors[store::SeqLane(seq)];
+    floor = std::max(floor, seq + 1);
+  };
   if (queue.in_flight > 0) {
     for (const auto& [id, session] : sessions_) {
       for (const auto& [tag, in_flight] : session->unacked) {
-        if (in_flight.queue.get() == &queue) floor = std::max(floor, in_flight.message.seq + 1);
+        if (in_flight.queue.get() == &queue) above(in_flight.message.seq);
       }
     }
   }
   // An entry must not be removed twice (a shared body would be released twice).
   for (const PurgeRemoval& removal : purge_removals_) {
-    if (removal.entry.queue_id == queue.store_id()) {
-      floor = std::max(floor, removal.entry.seq + 1);
-    }
+    if (removal.entry.queue_id == queue.store_id()) above(removal.entry.seq);
   }
-  return floor;
+  return floors;
 }
 
 void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
@@ -565,7 +567,7 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
   // One range purges the ready messages, in RAM and paged, in this flush's batch; only
   // returned messages below one still in flight are removed entry by entry (docs/storage.md,
   // "Purge").
-  PurgeResult purged = queue->Purge(stored ? PurgeFloor(*queue) : 0);
+  PurgeResult purged = queue->Purge(stored ? PurgeFloor(*queue) : PurgeFloors{});
   // The first failure of any of its writes: this flush's batch (the range, the timeline) and
   // each slice of removals.
   auto outcome = std::make_shared<Status>();
@@ -580,26 +582,28 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
                                      m.receive_count, m.store_flags},
                      outcome, nullptr});
   }
-  if (stored && purged.range_to > purged.range_from) {
+  uint64_t range_messages = 0;
+  for (const PurgedRange& range : stored ? purged.ranges : std::vector<PurgedRange>{}) {
     // Gone for every reader with this batch; the disk is reclaimed in steps in the background
-    // (a purge of millions does not hold up other writes), its progress in OnReclaimed.
-    Persist(store::StoreBatch::PurgeRange{queue->store_id(), purged.range_from, purged.range_to,
-                                          purged.range_messages});
-    queue->purge_reclaiming += purged.range_messages;
+    // (a purge of millions does not hold up other writes), its progress in OnReclaimed. One
+    // range per lane.
+    Persist(store::StoreBatch::PurgeRange{queue->store_id(), range.from, range.to, range.messages});
+    queue->purge_reclaiming += range.messages;
     ++queue->purge_ranges;
+    range_messages += range.messages;
     // Not written (the store failed): nothing is removed in the background, so nothing is
     // left to wait for. The range comes back after a restart, as an ack written then would.
     after_commit_.push_back(
-        [weak = std::weak_ptr<Queue>(queue), messages = purged.range_messages](const Status& s) {
+        [weak = std::weak_ptr<Queue>(queue), messages = range.messages](const Status& s) {
           std::shared_ptr<Queue> q = weak.lock();
           if (s.ok() || !q || q->purge_ranges == 0) return;
           q->purge_reclaiming -= std::min(q->purge_reclaiming, messages);
           if (--q->purge_ranges == 0) q->purge_reclaiming = 0;
         });
-    if (purged.paged > 0) {
-      spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
-                   LogSafe(queue->name()), purged.count, purged.range_messages);
-    }
+  }
+  if (stored && purged.paged() > 0) {
+    spdlog::info("queue={} purged {} messages; {} are removed from the disk in the background",
+                 LogSafe(queue->name()), purged.count, range_messages);
   }
   // Delayed messages go too (as SQS's purge takes them; they are the queue's messages).
   uint64_t delayed = queue->delayed().Clear();

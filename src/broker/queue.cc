@@ -3,16 +3,105 @@
 #include <algorithm>
 
 namespace wharf::broker {
-namespace {
 
-const QueuedMessage* FindBySeq(const std::deque<QueuedMessage>& ready, uint64_t seq) {
-  // ready_ is in sequence order (enqueued, then loaded, in rising seq).
-  auto it = std::lower_bound(ready.begin(), ready.end(), seq,
-                             [](const QueuedMessage& m, uint64_t s) { return m.seq < s; });
-  return it != ready.end() && it->seq == seq ? &*it : nullptr;
+// One lane's messages (see the header): what a queue without priorities holds, all of it.
+struct Queue::Lane {
+  explicit Lane(uint8_t tag)
+      : tag(tag), next_seq(store::LaneBaseSeq(tag) + 1), load_from_seq(store::LaneBaseSeq(tag)) {}
+
+  uint64_t live_in_ram() const { return ready.size() - tombstones; }
+  uint64_t ready_count() const { return live_in_ram() + returned.size() + paged; }
+  bool has_in_ram() const { return live_in_ram() > 0 || !returned.empty(); }
+  uint64_t load_end_seq() const { return held.empty() ? next_seq : held.front().message.seq; }
+  const QueuedMessage* FindBySeq(uint64_t seq) const {
+    // ready is in sequence order (enqueued, then loaded, in rising seq).
+    auto it = std::lower_bound(ready.begin(), ready.end(), seq,
+                               [](const QueuedMessage& m, uint64_t s) { return m.seq < s; });
+    return it != ready.end() && it->seq == seq ? &*it : nullptr;
+  }
+  // Drops tombstones at the front of ready, so that they never pile up there.
+  void TrimFront() {
+    while (!ready.empty() && !ready.front().envelope) {
+      ready.pop_front();
+      --tombstones;
+    }
+  }
+
+  const uint8_t tag;
+  uint64_t next_seq;
+  uint64_t paged = 0;      // messages in the store only, from load_from_seq on
+  uint64_t load_from_seq;  // the first paged message's sequence number, or higher
+  // The end of the load in flight (UINT64_MAX: none), and what was paged at or past it.
+  uint64_t load_to_seq = UINT64_MAX;
+  uint64_t paged_beyond_load = 0;
+  uint64_t paged_beyond_load_bytes = 0;
+  uint64_t ram_bytes = 0;       // body bytes in ready
+  uint64_t ram_memory = 0;      // whole bytes (Envelope::whole_bytes) in ready
+  uint64_t returned_bytes = 0;  // body bytes in returned
+  uint64_t paged_bytes = 0;     // body bytes paged since start (recovered ones are unknown)
+  uint64_t tombstones = 0;      // entries of ready taken out by expiry (no envelope)
+  uint64_t estimate = 0;        // > 0: paged counts a recovery estimate this large
+  uint64_t delivered_through = 0;
+  bool mark_changed = false;  // delivered_through moved since TakeDeliveredMarks
+  std::deque<QueuedMessage> ready;
+  struct Held {
+    QueuedMessage message;
+    bool page = false;
+    bool resolved = false;  // the store answered (or it never needed an answer)
+    bool keep = true;
+  };
+  std::deque<Held> held;
+  uint64_t held_paged = 0;  // of held, those to be paged
+  std::map<uint64_t, QueuedMessage> returned;
+};
+
+Queue::Queue(QueueSpec spec, uint64_t owner_id, uint64_t store_id,
+             DelayTimeline::Limits delay_limits, QueuePolicy policy)
+    : spec_(std::move(spec)),
+      owner_id_(owner_id),
+      store_id_(store_id),
+      policy_(std::move(policy)),
+      consumers_(policy_.single_active_consumer),
+      delayed_(store_id != 0, delay_limits) {
+  LaneAt(policy_.max_priority);  // the lane of priority 0 (of every message without one)
 }
 
-}  // namespace
+Queue::~Queue() = default;
+
+uint8_t Queue::LaneOf(const Message& message) const {
+  if (policy_.max_priority == 0) return 0;
+  const uint32_t priority = std::min<uint32_t>(message.properties.priority, policy_.max_priority);
+  return static_cast<uint8_t>(policy_.max_priority - priority);
+}
+
+Queue::Lane& Queue::LaneAt(uint8_t tag) {
+  if (tag >= lanes_.size()) lanes_.resize(size_t{tag} + 1);
+  if (!lanes_[tag]) {
+    lanes_[tag] = std::make_unique<Lane>(tag);
+    used_.insert(std::upper_bound(used_.begin(), used_.end(), tag), tag);
+  }
+  return *lanes_[tag];
+}
+
+const Queue::Lane* Queue::HeadLane() const {
+  for (uint8_t tag : used_) {
+    const Lane& lane = *lanes_[tag];
+    if (lane.ready_count() > 0) return &lane;
+  }
+  return nullptr;
+}
+
+bool Queue::ShouldPage(const PageLimits& limits, std::optional<uint8_t> lane) const {
+  if (store_id_ == 0) return false;
+  if (live_in_ram() >= limits.max_messages || ram_memory_bytes() >= limits.max_bytes) return true;
+  auto behind_disk = [](const Lane& l) { return l.paged > 0 || l.held_paged > 0; };
+  if (lane) {
+    const Lane* l = FindLane(*lane);
+    return l != nullptr && behind_disk(*l);
+  }
+  return std::any_of(used_.begin(), used_.end(),
+                     [&](uint8_t tag) { return behind_disk(*lanes_[tag]); });
+}
 
 int64_t Queue::ExpiresAt(const Envelope& envelope) const {
   const Message& m = envelope.message;
@@ -33,59 +122,82 @@ bool Queue::Expired(const QueuedMessage& m, int64_t now_wall_ms) const {
 }
 
 std::optional<QueuedMessage> Queue::TakeExpired(uint64_t seq, int64_t now_wall_ms) {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  if (!lane) return std::nullopt;
   const QueuedMessage* found = nullptr;
-  if (auto it = returned_.find(seq); it != returned_.end()) {
+  if (auto it = lane->returned.find(seq); it != lane->returned.end()) {
     found = &it->second;
   } else {
-    found = FindBySeq(ready_, seq);
+    found = lane->FindBySeq(seq);
   }
   if (!found || !found->envelope || !Expired(*found, now_wall_ms)) return std::nullopt;
   ++expired_total;
   return Take(seq);
 }
 
-const QueuedMessage* Queue::NextReadyInRam(uint64_t seq) const {
-  // Every returned message came from the head, so returned_ sorts before ready_.
-  if (auto it = returned_.lower_bound(seq); it != returned_.end()) return &it->second;
-  auto it = std::lower_bound(ready_.begin(), ready_.end(), seq,
+const QueuedMessage* Queue::NextReadyInLane(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  if (!lane) return nullptr;
+  // Every returned message came from the head, so returned sorts before ready.
+  if (auto it = lane->returned.lower_bound(seq); it != lane->returned.end()) return &it->second;
+  auto it = std::lower_bound(lane->ready.begin(), lane->ready.end(), seq,
                              [](const QueuedMessage& m, uint64_t s) { return m.seq < s; });
-  while (it != ready_.end() && !it->envelope) ++it;  // tombstones
-  return it == ready_.end() ? nullptr : &*it;
+  while (it != lane->ready.end() && !it->envelope) ++it;  // tombstones
+  return it == lane->ready.end() ? nullptr : &*it;
+}
+
+std::optional<uint64_t> Queue::NextLaneStart(uint64_t seq) const {
+  const uint8_t tag = store::SeqLane(seq);
+  for (auto it = std::upper_bound(used_.begin(), used_.end(), tag); it != used_.end(); ++it) {
+    const Lane& lane = *lanes_[*it];
+    if (lane.ready_count() > 0) return store::LaneBaseSeq(lane.tag);
+  }
+  return std::nullopt;
+}
+
+const QueuedMessage* Queue::NextReadyInRam(uint64_t seq) const {
+  for (std::optional<uint64_t> at = seq; at; at = NextLaneStart(*at)) {
+    if (const QueuedMessage* m = NextReadyInLane(*at)) return m;
+  }
+  return nullptr;
 }
 
 std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
-  if (auto it = returned_.find(seq); it != returned_.end()) {
+  Lane* lane = FindLane(store::SeqLane(seq));
+  if (!lane) return std::nullopt;
+  if (auto it = lane->returned.find(seq); it != lane->returned.end()) {
     QueuedMessage m = std::move(it->second);
-    returned_.erase(it);
-    returned_bytes_ -= m.envelope->message.body.size();
+    lane->returned.erase(it);
+    lane->returned_bytes -= m.envelope->message.body.size();
     return m;
   }
-  auto* found = const_cast<QueuedMessage*>(FindBySeq(ready_, seq));
+  auto* found = const_cast<QueuedMessage*>(lane->FindBySeq(seq));
   if (!found || !found->envelope) return std::nullopt;
   QueuedMessage m = std::move(*found);
   found->envelope = nullptr;
-  ram_bytes_ -= m.envelope->message.body.size();
-  ram_memory_ -= m.envelope->whole_bytes();
-  if (found == &ready_.front()) {
-    ready_.pop_front();
-    TrimFront();
+  lane->ram_bytes -= m.envelope->message.body.size();
+  lane->ram_memory -= m.envelope->whole_bytes();
+  if (found == &lane->ready.front()) {
+    lane->ready.pop_front();
+    lane->TrimFront();
   } else {
     // Out of the middle of the deque: left as a tombstone (no envelope) that Pop skips.
-    ++tombstones_;
+    ++lane->tombstones;
   }
   return m;
 }
 
-void Queue::TakePaged(uint64_t bytes) {
-  if (paged_ > 0) --paged_;
-  paged_bytes_ = paged_ == 0 ? 0 : paged_bytes_ - std::min(paged_bytes_, bytes);
+bool Queue::IsPaged(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  return lane != nullptr && lane->paged > 0 && seq >= lane->load_from_seq &&
+         loading_lane_ != lane->tag;
 }
 
-void Queue::TrimFront() {
-  while (!ready_.empty() && !ready_.front().envelope) {
-    ready_.pop_front();
-    --tombstones_;
-  }
+void Queue::TakePaged(uint64_t seq, uint64_t bytes) {
+  Lane* lane = FindLane(store::SeqLane(seq));
+  if (!lane) return;
+  if (lane->paged > 0) --lane->paged;
+  lane->paged_bytes = lane->paged == 0 ? 0 : lane->paged_bytes - std::min(lane->paged_bytes, bytes);
 }
 
 void Queue::NoteExpiry(const QueuedMessage& m) {
@@ -95,92 +207,99 @@ void Queue::NoteExpiry(const QueuedMessage& m) {
 uint64_t Queue::Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
                         uint32_t receive_count, int64_t first_received_at_ms,
                         FailuresPtr failures) {
-  uint64_t seq = next_seq_++;
+  Lane& lane = LaneAt(LaneOf(*envelope));
+  uint64_t seq = lane.next_seq++;
   QueuedMessage message{
       std::move(envelope), seq, receive_count, stored, store_flags, first_received_at_ms,
       std::move(failures)};
-  if (!held_.empty()) {
+  if (!lane.held.empty()) {
     // Behind a held message: ready in its turn.
-    held_paged_ += page ? 1 : 0;
-    held_.push_back(Held{std::move(message), page, /*resolved=*/true, /*keep=*/true});
+    lane.held_paged += page ? 1 : 0;
+    lane.held.push_back(Lane::Held{std::move(message), page, /*resolved=*/true, /*keep=*/true});
     return seq;
   }
-  Place(std::move(message), page);
+  Place(lane, std::move(message), page);
   return seq;
 }
 
 uint64_t Queue::EnqueueHeld(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page) {
-  uint64_t seq = next_seq_++;
-  held_paged_ += page ? 1 : 0;
-  held_.push_back(Held{QueuedMessage{std::move(envelope), seq, 0, stored, store_flags, 0, nullptr},
-                       page, /*resolved=*/false, /*keep=*/false});
+  Lane& lane = LaneAt(LaneOf(*envelope));
+  uint64_t seq = lane.next_seq++;
+  lane.held_paged += page ? 1 : 0;
+  lane.held.push_back(
+      Lane::Held{QueuedMessage{std::move(envelope), seq, 0, stored, store_flags, 0, nullptr}, page,
+                 /*resolved=*/false, /*keep=*/false});
   return seq;
 }
 
 bool Queue::Resolve(uint64_t seq, bool keep) {
+  Lane* lane = FindLane(store::SeqLane(seq));
+  if (!lane) return false;
   // Held messages are few (those of the commits in flight): a walk is enough.
-  auto it = std::find_if(held_.begin(), held_.end(),
-                         [&](const Held& h) { return h.message.seq == seq && !h.resolved; });
-  if (it == held_.end()) return false;
+  auto it = std::find_if(lane->held.begin(), lane->held.end(),
+                         [&](const Lane::Held& h) { return h.message.seq == seq && !h.resolved; });
+  if (it == lane->held.end()) return false;
   it->resolved = true;
   it->keep = keep;
   bool released = false;
-  while (!held_.empty() && held_.front().resolved) {
-    Held front = std::move(held_.front());
-    held_.pop_front();
-    held_paged_ -= front.page ? 1 : 0;
+  while (!lane->held.empty() && lane->held.front().resolved) {
+    Lane::Held front = std::move(lane->held.front());
+    lane->held.pop_front();
+    lane->held_paged -= front.page ? 1 : 0;
     if (!front.keep) continue;
-    Place(std::move(front.message), front.page);
+    Place(*lane, std::move(front.message), front.page);
     released = true;
   }
   return released;
 }
 
-void Queue::Place(QueuedMessage message, bool page) {
+void Queue::Place(Lane& lane, QueuedMessage message, bool page) {
   const uint64_t seq = message.seq;
   ++published_total;
   const uint64_t body = message.envelope->message.body.size();
   if (page) {
-    if (paged_ == 0) load_from_seq_ = seq;
-    ++paged_;
-    paged_bytes_ += body;
-    if (seq >= load_to_seq_) {
-      ++paged_beyond_load_;
-      paged_beyond_load_bytes_ += body;
+    if (lane.paged == 0) lane.load_from_seq = seq;
+    ++lane.paged;
+    lane.paged_bytes += body;
+    if (seq >= lane.load_to_seq) {
+      ++lane.paged_beyond_load;
+      lane.paged_beyond_load_bytes += body;
     }
     return;
   }
-  ram_bytes_ += body;
-  ram_memory_ += message.envelope->whole_bytes();
-  ready_.push_back(std::move(message));
-  NoteExpiry(ready_.back());
+  lane.ram_bytes += body;
+  lane.ram_memory += message.envelope->whole_bytes();
+  lane.ready.push_back(std::move(message));
+  NoteExpiry(lane.ready.back());
 }
 
 void Queue::Requeue(QueuedMessage message) {
+  Lane& lane = LaneAt(store::SeqLane(message.seq));
   uint64_t seq = message.seq;
-  returned_bytes_ += message.envelope->message.body.size();
+  lane.returned_bytes += message.envelope->message.body.size();
   NoteExpiry(message);
-  returned_.emplace(seq, std::move(message));
+  lane.returned.emplace(seq, std::move(message));
 }
 
-std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedMessage>* expired) {
+std::optional<QueuedMessage> Queue::PopFrom(Lane& lane, int64_t now_wall_ms,
+                                            std::vector<QueuedMessage>* expired) {
   while (true) {
     QueuedMessage next;
-    if (!returned_.empty()) {
-      auto it = returned_.begin();
+    if (!lane.returned.empty()) {
+      auto it = lane.returned.begin();
       next = std::move(it->second);
-      returned_.erase(it);
-      returned_bytes_ -= next.envelope->message.body.size();
-    } else if (!ready_.empty()) {
-      next = std::move(ready_.front());
-      ready_.pop_front();
+      lane.returned.erase(it);
+      lane.returned_bytes -= next.envelope->message.body.size();
+    } else if (!lane.ready.empty()) {
+      next = std::move(lane.ready.front());
+      lane.ready.pop_front();
       if (!next.envelope) {  // expired earlier (TakeExpired)
-        --tombstones_;
+        --lane.tombstones;
         continue;
       }
-      ram_bytes_ -= next.envelope->message.body.size();
-      ram_memory_ -= next.envelope->whole_bytes();
-      TrimFront();
+      lane.ram_bytes -= next.envelope->message.body.size();
+      lane.ram_memory -= next.envelope->whole_bytes();
+      lane.TrimFront();
     } else {
       return std::nullopt;
     }
@@ -190,103 +309,241 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
   }
 }
 
-PurgeResult Queue::Purge(uint64_t floor) {
-  PurgeResult result;
-  // Held messages go too: the store may yet accept them, and the range hides their entries.
-  result.count = ready() + held_.size();
-  // Ready messages come after every delivered one (deliveries take the head), returned ones
-  // interleave with those still in flight: the range starts at the first ready message at or
-  // above `floor`, and whatever is stored below it is removed entry by entry.
-  uint64_t from = paged_ > 0 ? load_from_seq_ : next_seq_;
-  auto consider = [&](QueuedMessage& m) {
-    if (!m.envelope || !m.stored) return;
-    if (m.seq < floor) {
-      result.stored.push_back(std::move(m));
-    } else {
-      from = std::min(from, m.seq);
-      ++result.range_messages;
+std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedMessage>* expired) {
+  for (uint8_t tag : used_) {
+    Lane& lane = *lanes_[tag];
+    if (lane.has_in_ram()) {
+      if (auto m = PopFrom(lane, now_wall_ms, expired)) return m;
     }
-  };
-  for (auto& [seq, m] : returned_) consider(m);
-  for (auto& m : ready_) consider(m);
-  for (auto& h : held_) consider(h.message);
-  result.paged = paged_;
-  result.range_messages += paged_;
-  if (result.range_messages > 0) {
-    result.range_from = std::max(from, floor);
-    // One past the last sequence number, which stays unused: a later purge's range never
-    // ends where this one does (the store tells ranges apart by their end).
-    result.range_to = next_seq_ + 1;
-    next_seq_ = result.range_to;
+    // Its next messages are on disk: lower lanes wait for them.
+    if (lane.paged > 0) return std::nullopt;
   }
-  ready_.clear();
-  returned_.clear();
-  held_.clear();
-  held_paged_ = 0;
-  ram_bytes_ = 0;
-  ram_memory_ = 0;
-  returned_bytes_ = 0;
-  paged_bytes_ = 0;
-  tombstones_ = 0;
+  return std::nullopt;
+}
+
+bool Queue::HasReady() const {
+  for (uint8_t tag : used_) {
+    const Lane& lane = *lanes_[tag];
+    if (lane.has_in_ram()) return true;
+    if (lane.paged > 0) return false;
+  }
+  return false;
+}
+
+template <typename F>
+uint64_t Queue::SumLanes(F of) const {
+  uint64_t n = 0;
+  for (uint8_t tag : used_) n += of(*lanes_[tag]);
+  return n;
+}
+
+uint64_t Queue::ready() const {
+  return SumLanes([](const Lane& l) { return l.ready_count(); });
+}
+
+uint64_t Queue::ready_bytes() const {
+  return SumLanes([](const Lane& l) { return l.ram_bytes + l.returned_bytes + l.paged_bytes; });
+}
+
+uint64_t Queue::ram_memory_bytes() const {
+  return SumLanes([](const Lane& l) { return l.ram_memory; });
+}
+
+uint64_t Queue::live_in_ram() const {
+  return SumLanes([](const Lane& l) { return l.live_in_ram(); });
+}
+
+uint64_t Queue::paged() const {
+  return SumLanes([](const Lane& l) { return l.paged; });
+}
+
+size_t Queue::held() const {
+  return SumLanes([](const Lane& l) { return l.held.size(); });
+}
+
+uint64_t Queue::PagedInLane(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  return lane ? lane->paged : 0;
+}
+
+uint64_t Queue::LoadFromSeq(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  return lane ? lane->load_from_seq : store::LaneEndSeq(store::SeqLane(seq));
+}
+
+uint64_t Queue::LoadEndSeq(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  return lane ? lane->load_end_seq() : store::LaneEndSeq(store::SeqLane(seq));
+}
+
+uint64_t Queue::next_seq() const { return lanes_[used_.back()]->next_seq; }
+
+bool Queue::NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
+  if (loading()) return false;
+  const Lane* lane = HeadLane();
+  // Live messages only: tombstones must not hold a load back (a lane whose RAM is all
+  // tombstones would never pop them, nor load).
+  return lane != nullptr && lane->paged > 0 && lane->live_in_ram() < batch &&
+         lane->ram_memory < max_bytes;
+}
+
+void Queue::MarkLoading() {
+  const Lane* lane = HeadLane();
+  loading_lane_ = lane ? lane->tag : -1;
+}
+
+std::pair<uint64_t, uint64_t> Queue::BeginLoad() {
+  Lane& lane = *lanes_[static_cast<uint8_t>(loading_lane_)];
+  lane.load_to_seq = lane.load_end_seq();
+  lane.paged_beyond_load = 0;
+  lane.paged_beyond_load_bytes = 0;
+  return {lane.load_from_seq, lane.load_to_seq};
+}
+
+PurgeResult Queue::Purge(const PurgeFloors& floors) {
+  PurgeResult result;
+  for (uint8_t tag : used_) {
+    auto floor = floors.find(tag);
+    PurgeLane(*lanes_[tag], floor == floors.end() ? 0 : floor->second, &result);
+  }
   new_expiries_.clear();
-  paged_ = 0;
-  estimate_ = 0;
-  loading = false;
-  load_to_seq_ = UINT64_MAX;
-  paged_beyond_load_ = 0;
-  paged_beyond_load_bytes_ = 0;
+  loading_lane_ = -1;
   ++load_generation;
   return result;
 }
 
+void Queue::PurgeLane(Lane& lane, uint64_t floor, PurgeResult* result) {
+  // Held messages go too: the store may yet accept them, and the range hides their entries.
+  result->count += lane.ready_count() + lane.held.size();
+  // Ready messages come after every delivered one (deliveries take the head), returned ones
+  // interleave with those still in flight: the range starts at the first ready message at or
+  // above `floor`, and whatever is stored below it is removed entry by entry.
+  uint64_t from = lane.paged > 0 ? lane.load_from_seq : lane.next_seq;
+  PurgedRange range;
+  auto consider = [&](QueuedMessage& m) {
+    if (!m.envelope || !m.stored) return;
+    if (m.seq < floor) {
+      result->stored.push_back(std::move(m));
+    } else {
+      from = std::min(from, m.seq);
+      ++range.messages;
+    }
+  };
+  for (auto& [seq, m] : lane.returned) consider(m);
+  for (auto& m : lane.ready) consider(m);
+  for (auto& h : lane.held) consider(h.message);
+  range.paged = lane.paged;
+  range.messages += lane.paged;
+  if (range.messages > 0) {
+    range.from = std::max(from, floor);
+    // One past the last sequence number, which stays unused: a later purge's range never
+    // ends where this one does (the store tells ranges apart by their end).
+    range.to = lane.next_seq + 1;
+    lane.next_seq = range.to;
+    result->ranges.push_back(range);
+  }
+  lane.ready.clear();
+  lane.returned.clear();
+  lane.held.clear();
+  lane.held_paged = 0;
+  lane.ram_bytes = 0;
+  lane.ram_memory = 0;
+  lane.returned_bytes = 0;
+  lane.paged_bytes = 0;
+  lane.tombstones = 0;
+  lane.paged = 0;
+  lane.estimate = 0;
+  lane.load_to_seq = UINT64_MAX;
+  lane.paged_beyond_load = 0;
+  lane.paged_beyond_load_bytes = 0;
+}
+
 bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
                       bool reached_end) {
-  bool consistent = consumed <= paged_ && (consumed > 0 || reached_end);
+  if (loading_lane_ < 0) return true;  // not expected: a purge drops a load's result
+  Lane& lane = *lanes_[static_cast<uint8_t>(loading_lane_)];
+  loading_lane_ = -1;
+  bool consistent = consumed <= lane.paged && (consumed > 0 || reached_end);
   uint64_t loaded_bytes = 0;
   for (auto& m : kept) {
     loaded_bytes += m.envelope->message.body.size();
-    ram_memory_ += m.envelope->whole_bytes();
-    ready_.push_back(std::move(m));
-    NoteExpiry(ready_.back());
+    lane.ram_memory += m.envelope->whole_bytes();
+    lane.ready.push_back(std::move(m));
+    NoteExpiry(lane.ready.back());
   }
-  ram_bytes_ += loaded_bytes;
-  // Messages recovered at start-up were never counted in paged_bytes_: never below zero.
-  paged_bytes_ -= std::min(paged_bytes_, loaded_bytes);
-  if (consumed > 0) load_from_seq_ = last_seq + 1;
+  lane.ram_bytes += loaded_bytes;
+  // Messages recovered at start-up were never counted in paged_bytes: never below zero.
+  lane.paged_bytes -= std::min(lane.paged_bytes, loaded_bytes);
+  if (consumed > 0) lane.load_from_seq = last_seq + 1;
   // Messages paged while the load was in flight lie past its end: the store did not look
   // for them, so they are still on disk whatever it found.
-  const bool bounded = load_to_seq_ != UINT64_MAX;
-  const uint64_t beyond = bounded ? paged_beyond_load_ : 0;
+  const bool bounded = lane.load_to_seq != UINT64_MAX;
+  const uint64_t beyond = bounded ? lane.paged_beyond_load : 0;
   if (reached_end || !consistent) {
     // Nothing is left on disk before the load's end: an estimated count becomes exact here.
-    consistent = consistent && (estimate_ > 0 || consumed + beyond == paged_);
-    paged_ = beyond;
-    paged_bytes_ = bounded ? paged_beyond_load_bytes_ : 0;
-    estimate_ = 0;
-    if (paged_ > 0) load_from_seq_ = std::max(load_from_seq_, load_to_seq_);
+    consistent = consistent && (lane.estimate > 0 || consumed + beyond == lane.paged);
+    lane.paged = beyond;
+    lane.paged_bytes = bounded ? lane.paged_beyond_load_bytes : 0;
+    lane.estimate = 0;
+    if (lane.paged > 0) lane.load_from_seq = std::max(lane.load_from_seq, lane.load_to_seq);
   } else {
-    paged_ -= consumed;
+    lane.paged -= consumed;
   }
-  load_to_seq_ = UINT64_MAX;
-  paged_beyond_load_ = 0;
-  paged_beyond_load_bytes_ = 0;
+  lane.load_to_seq = UINT64_MAX;
+  lane.paged_beyond_load = 0;
+  lane.paged_beyond_load_bytes = 0;
   return consistent;
 }
 
-void Queue::Restore(uint64_t first_seq, uint64_t next_seq, uint64_t estimate) {
-  next_seq_ = std::max<uint64_t>(next_seq, 1);
+void Queue::Restore(uint8_t tag, uint64_t first_seq, uint64_t next_seq, uint64_t estimate) {
+  Lane& lane = LaneAt(tag);
+  lane.next_seq = std::max(lane.next_seq, next_seq);
   if (first_seq == 0 || next_seq <= first_seq) return;
-  paged_ = std::max<uint64_t>(estimate, 1);
-  estimate_ = paged_;
-  load_from_seq_ = first_seq;
+  lane.paged = std::max<uint64_t>(estimate, 1);
+  lane.estimate = lane.paged;
+  lane.load_from_seq = first_seq;
 }
 
-void Queue::SetRecoveredCount(uint64_t count) {
-  if (estimate_ == 0) return;
-  // paged_ = estimate - (recovered entries loaded since) + (messages paged since): replacing
+void Queue::SetRecoveredCount(uint8_t tag, uint64_t count) {
+  Lane* lane = FindLane(tag);
+  if (!lane || lane->estimate == 0) return;
+  // paged = estimate - (recovered entries loaded since) + (messages paged since): replacing
   // the estimate by the count keeps the rest.
-  paged_ = paged_ + count >= estimate_ ? paged_ + count - estimate_ : 0;
-  estimate_ = 0;
+  lane->paged = lane->paged + count >= lane->estimate ? lane->paged + count - lane->estimate : 0;
+  lane->estimate = 0;
+}
+
+bool Queue::count_estimated() const {
+  return std::any_of(used_.begin(), used_.end(),
+                     [&](uint8_t tag) { return lanes_[tag]->estimate > 0; });
+}
+
+bool Queue::DeliveredBefore(uint64_t seq) const {
+  const Lane* lane = FindLane(store::SeqLane(seq));
+  return lane != nullptr && seq <= lane->delivered_through;
+}
+
+void Queue::NoteDelivered(uint64_t seq) {
+  Lane& lane = LaneAt(store::SeqLane(seq));
+  if (seq <= lane.delivered_through) return;
+  lane.delivered_through = seq;
+  lane.mark_changed = true;
+}
+
+std::vector<uint64_t> Queue::TakeDeliveredMarks() {
+  std::vector<uint64_t> marks;
+  for (uint8_t tag : used_) {
+    Lane& lane = *lanes_[tag];
+    if (!lane.mark_changed) continue;
+    lane.mark_changed = false;
+    marks.push_back(lane.delivered_through);
+  }
+  return marks;
+}
+
+void Queue::EnsureNextSeqAbove(uint64_t seq) {
+  Lane& lane = LaneAt(store::SeqLane(seq));
+  lane.next_seq = std::max(lane.next_seq, seq + 1);
 }
 
 int64_t Queue::HeadPublishedAt() const {

@@ -6,18 +6,29 @@
 // lower than any still waiting, and the returned set (ordered by sequence) is always served
 // before the fresh tail.
 //
+// Priority lanes (x-max-priority, docs/lifecycle.md "Priorities"): the messages of one
+// priority wait in their own lane, with everything said here (order, returns, paging, held
+// messages) true of each lane on its own. The lane is the top 8 bits of a sequence number
+// (store::SeqLane): lane 0 holds the highest priority, so sequence order is delivery order
+// across lanes too. A queue without priorities has lane 0 only. A lane exists once a message
+// of its priority came: an unused priority costs nothing. Pop serves the first lane with
+// ready messages, and waits for its load rather than serve a lower lane while that lane's
+// next messages are on disk.
+//
 // The queue is a data structure; the broker decides who gets what (broker.cc: Dispatch).
 //
 // Paging (durable queues only): while a queue holds more than its page limits in RAM (messages
 // counted whole: body, headers and properties, Envelope::whole_bytes), newly
 // enqueued messages are written to the store and not kept in RAM; only their count is ("paged").
-// They always follow everything in RAM, so order holds: when the RAM head runs low the broker
-// loads the next paged messages, in sequence order, from `load_from_seq()`. A queue recovered at
-// start-up begins with everything paged. So RAM holds at most the page limits plus one load
-// batch per queue, however deep the backlog (docs/storage.md).
+// They always follow everything in RAM of their lane, so order holds: when the RAM head runs
+// low the broker loads the next paged messages of the first lane with ready messages, in
+// sequence order, from its `load_from_seq`. A queue recovered at start-up begins with
+// everything paged. So RAM holds at most the page limits plus one load batch per lane, however
+// deep the backlog (docs/storage.md).
 //
 // Held messages (publish deduplication): a publish the store must admit first waits, unseen,
-// with everything enqueued behind it, until the store answers (EnqueueHeld, Resolve).
+// with everything enqueued behind it in its lane, until the store answers (EnqueueHeld,
+// Resolve).
 //
 // Thread safety: confined to the broker thread.
 #pragma once
@@ -36,6 +47,7 @@
 #include "broker/envelope.h"
 #include "broker/queue_policy.h"
 #include "common/clock.h"
+#include "store/message_store.h"
 #include "wharf/types.h"
 
 namespace wharf::broker {
@@ -62,21 +74,33 @@ struct PageLimits {
 };
 
 // What Purge removed, so the broker can remove it from the store (docs/storage.md, "Purge").
-// Every purged message with an entry is either in `stored` or in [range_from, range_to), a
-// range holding only purged messages (and gaps), which one record purges.
+// Every purged message with an entry is either in `stored` or in one of `ranges`, each a range
+// of one lane holding only purged messages (and gaps), which one record purges.
+struct PurgedRange {
+  uint64_t from = 0;  // [from, to)
+  uint64_t to = 0;
+  uint64_t messages = 0;  // stored messages in the range (paged: an upper bound while the
+                          // recovered count is estimated)
+  uint64_t paged = 0;     // of which paged
+};
 struct PurgeResult {
   uint64_t count = 0;
-  // RAM messages with store entries below the range (returned ones below `floor`): removed
-  // one by one.
+  // RAM messages with store entries below their lane's range (returned ones below the lane's
+  // floor): removed one by one.
   std::vector<QueuedMessage> stored;
-  // [range_from, range_to): the ready messages in RAM from `floor` on and every paged one;
-  // empty (from == to) when no stored message is there.
-  uint64_t range_from = 0;
-  uint64_t range_to = 0;
-  uint64_t range_messages = 0;  // stored messages in the range (paged: an upper bound while
-                                // the recovered count is estimated)
-  uint64_t paged = 0;           // of which paged
+  // Per lane with stored messages: the ready messages in RAM from the lane's floor on and
+  // every paged one.
+  std::vector<PurgedRange> ranges;
+  uint64_t paged() const {
+    uint64_t n = 0;
+    for (const auto& r : ranges) n += r.paged;
+    return n;
+  }
 };
+
+// Per lane, a sequence number above every message of that lane that must stay out of a purged
+// range (those in flight); lanes not listed have none.
+using PurgeFloors = std::map<uint8_t, uint64_t>;
 
 // Long-poll deadlines: when -> (queue name, waiter id).
 using ReceiveDeadlines = std::multimap<SteadyTime, std::pair<std::string, uint64_t>>;
@@ -96,13 +120,10 @@ class Queue {
   // `store_id` is the queue's id in the message store; 0 when it is not stored (transient or
   // exclusive queues). `owner_id`: the owner (SessionState::owner_id) of an exclusive queue.
   Queue(QueueSpec spec, uint64_t owner_id, uint64_t store_id = 0,
-        DelayTimeline::Limits delay_limits = {}, QueuePolicy policy = {})
-      : spec_(std::move(spec)),
-        owner_id_(owner_id),
-        store_id_(store_id),
-        policy_(policy),
-        consumers_(policy.single_active_consumer),
-        delayed_(store_id != 0, delay_limits) {}
+        DelayTimeline::Limits delay_limits = {}, QueuePolicy policy = {});
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+  ~Queue();
 
   const std::string& name() const { return spec_.name; }
   const QueueSpec& spec() const { return spec_; }
@@ -112,14 +133,19 @@ class Queue {
   uint64_t store_id() const { return store_id_; }
   const QueuePolicy& policy() const { return policy_; }
 
-  // True when the next message enqueued must go to the store only (see Paging above).
-  bool ShouldPage(const PageLimits& limits) const {
-    return store_id_ != 0 &&
-           (paged_ > 0 || held_paged_ > 0 || live_in_ram() >= limits.max_messages ||
-            ram_memory_ >= limits.max_bytes);
+  // The lane a message waits in: 0 without priorities; else max_priority - its priority (a
+  // priority above the maximum counts as the maximum, as RabbitMQ's).
+  uint8_t LaneOf(const Message& message) const;
+  uint8_t LaneOf(const Envelope& envelope) const { return LaneOf(envelope.message); }
+
+  // True when the next message enqueued into `lane` must go to the store only (see Paging
+  // above). Without a lane: whether it would in any lane that has paged messages.
+  bool ShouldPage(const PageLimits& limits, std::optional<uint8_t> lane = std::nullopt) const;
+  bool ShouldPage(const PageLimits& limits, const Envelope& envelope) const {
+    return ShouldPage(limits, LaneOf(envelope));
   }
-  // Appends a message and returns its sequence number. With `page` it is counted, not kept:
-  // the caller has written it to the store.
+  // Appends a message to its lane and returns its sequence number. With `page` it is counted,
+  // not kept: the caller has written it to the store.
   // `receive_count` and the attempt accounting come along for a message that was delivered
   // before (a retry released from the timeline).
   uint64_t Enqueue(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page,
@@ -130,36 +156,35 @@ class Queue {
   // --- Held messages (publish deduplication; docs/lifecycle.md, "Deduplication") ---
   // A message whose acceptance the store decides (a PutDedup in the same commit) takes its
   // sequence number now and is held out of sight until Resolve. Everything enqueued after it
-  // waits behind it, so the queue's order is the publish order; none of it is ready, paged,
-  // loaded or delivered until the held messages ahead are resolved.
+  // into its lane waits behind it, so the lane's order is the publish order; none of it is
+  // ready, paged, loaded or delivered until the held messages ahead are resolved.
   uint64_t EnqueueHeld(EnvelopePtr envelope, bool stored, uint8_t store_flags, bool page);
   // The store answered for held message `seq`: kept (`keep`), or dropped (a duplicate, or the
   // commit failed). Returns true when messages became ready or paged. A `seq` no longer held
   // (purged meanwhile) is ignored.
   bool Resolve(uint64_t seq, bool keep);
   // Messages held or waiting behind one.
-  size_t held() const { return held_.size(); }
-  // Where loads of paged messages stop: entries from here on belong to held messages and to
-  // those waiting behind them, which are not paged yet.
-  uint64_t load_end_seq() const { return held_.empty() ? next_seq_ : held_.front().message.seq; }
+  size_t held() const;
   void Requeue(QueuedMessage message);
-  // Takes the next message in RAM, moving expired ones to `expired`. nullopt when none is in
-  // RAM (there may be paged ones: see NeedsLoad).
+  // Takes the next message to deliver: from the first lane with ready messages, moving
+  // expired ones to `expired`. nullopt when that lane has none in RAM (there may be paged
+  // ones: see NeedsLoad).
   std::optional<QueuedMessage> Pop(int64_t now_wall_ms,
                                    std::vector<QueuedMessage>* expired = nullptr);
-  // Drops every ready message, in RAM and paged. `floor` is above the sequence number of
-  // every message of the queue that is in flight (or otherwise must not be in the purged
-  // range): the range starts there at the lowest.
-  PurgeResult Purge(uint64_t floor = 0);
+  // Drops every ready message, in RAM and paged. `floors` gives per lane a sequence number
+  // above every message of the queue that is in flight (or otherwise must not be in the
+  // purged range): the lane's range starts there at the lowest.
+  PurgeResult Purge(const PurgeFloors& floors = {});
 
-  uint64_t ready() const { return ready_.size() - tombstones_ + returned_.size() + paged_; }
+  uint64_t ready() const;
   // Body bytes of the ready messages (x-max-length-bytes counts bodies only, as RabbitMQ's
   // does); messages recovered at start-up count once loaded.
-  uint64_t ready_bytes() const { return ram_bytes_ + returned_bytes_ + paged_bytes_; }
+  uint64_t ready_bytes() const;
   // The whole size (Envelope::whole_bytes) of the ready messages kept in RAM in publish
   // order (returned ones apart): what the page limit bounds.
-  uint64_t ram_memory_bytes() const { return ram_memory_; }
-  bool HasReady() const { return ready_.size() > tombstones_ || !returned_.empty(); }
+  uint64_t ram_memory_bytes() const;
+  // A Pop now would find a message (the first lane with ready messages has one in RAM).
+  bool HasReady() const;
 
   // --- Expiry (x-message-ttl, expiration_ms; docs/lifecycle.md) ---
   // When a message expires in this queue (Unix ms); 0 = never. Counted from its publish.
@@ -171,57 +196,71 @@ class Queue {
   // last dispatch: whichever of them that dispatch did not deliver expires then.
   std::vector<uint64_t>& expire_unless_delivered() { return expire_unless_delivered_; }
 
-  // --- Walking the ready messages by sequence number (redrive) ---
-  // The ready message in RAM with the lowest seq >= `seq`; null when there is none.
+  // --- Walking the ready messages by sequence number (redrive, peek) ---
+  // Lane by lane, in sequence order (delivery order): in each, the messages in RAM come
+  // first, then the paged ones, [LoadFromSeq(lane), LoadEndSeq(lane)).
+  // The ready message in RAM with the lowest seq >= `seq` in the lane of `seq`; null when
+  // there is none.
+  const QueuedMessage* NextReadyInLane(uint64_t seq) const;
+  // The first sequence number of the next lane after that of `seq` that has ready messages;
+  // nullopt when there is none.
+  std::optional<uint64_t> NextLaneStart(uint64_t seq) const;
+  // The ready message in RAM with the lowest seq >= `seq`, in any lane; null when none.
   const QueuedMessage* NextReadyInRam(uint64_t seq) const;
   // Takes the ready message `seq` out of RAM, wherever it is; nullopt when it is not there.
   std::optional<QueuedMessage> Take(uint64_t seq);
   // True when the message `seq` would be paged (in the store only), if it still exists.
-  bool IsPaged(uint64_t seq) const { return paged_ > 0 && seq >= load_from_seq_ && !loading; }
+  bool IsPaged(uint64_t seq) const;
   // The caller removed the paged message `seq` (of `bytes` body bytes) from the store.
   // REQUIRES: IsPaged(seq).
-  void TakePaged(uint64_t bytes);
+  void TakePaged(uint64_t seq, uint64_t bytes);
   // (seq, expires at) of messages that came into RAM since the broker last looked: it arms
   // its expiry timer with them.
   std::vector<std::pair<uint64_t, int64_t>>& new_expiries() { return new_expiries_; }
 
   // --- Paging ---
-  uint64_t paged() const { return paged_; }
-  uint64_t load_from_seq() const { return load_from_seq_; }
-  uint64_t next_seq() const { return next_seq_; }
-  // Paged messages exist and RAM is low enough to take a load of `batch` more.
-  bool NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
-    // Live messages only: tombstones must not hold a load back (a queue whose RAM is all
-    // tombstones would never pop them, nor load).
-    return paged_ > 0 && !loading && live_in_ram() < batch && ram_memory_ < max_bytes;
-  }
-  // Takes the result of a load: `kept` (the next paged messages, in order) go to RAM;
+  uint64_t paged() const;
+  // Paged messages of the lane of `seq`, and where they start and end.
+  uint64_t PagedInLane(uint64_t seq) const;
+  uint64_t LoadFromSeq(uint64_t seq) const;
+  uint64_t LoadEndSeq(uint64_t seq) const;
+  // One past every sequence number given so far (in the last lane used).
+  uint64_t next_seq() const;
+  // The lane that needs messages from the disk has room for a load of `batch` more: its paged
+  // messages come next, and RAM is low. One load at a time per queue.
+  bool NeedsLoad(uint32_t batch, uint64_t max_bytes) const;
+  bool loading() const { return loading_lane_ >= 0; }
+  // The broker decided to load (NeedsLoad): the lane is chosen now and the load is sent after
+  // the flush's commit (BeginLoad).
+  void MarkLoading();
+  // The load is being sent to the store: returns its range, [from, to). Messages paged from
+  // now on lie beyond it, and stay paged when it reaches its end.
+  std::pair<uint64_t, uint64_t> BeginLoad();
+  // The load failed: it is tried again later.
+  void LoadFailed() { loading_lane_ = -1; }
+  // Takes the result of the load: `kept` (the next paged messages, in order) go to RAM;
   // `consumed` paged entries were read (kept ones and dropped ones), the last being
   // `last_seq`; `reached_end` when the store had nothing more. Returns false when that
   // contradicts the count (the store and the queue disagree); the count is corrected.
   bool AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64_t last_seq,
                  bool reached_end);
-  // A load of [load_from_seq(), load_end_seq()) is being sent to the store: messages paged
-  // from now on lie beyond it, and stay paged when it reaches its end.
-  void BeginLoad() {
-    load_to_seq_ = load_end_seq();
-    paged_beyond_load_ = 0;
-    paged_beyond_load_bytes_ = 0;
-  }
-  // At recovery: messages on disk in [first_seq, next_seq), at most `estimate` of them; the
-  // exact number follows through SetRecoveredCount.
-  void Restore(uint64_t first_seq, uint64_t next_seq, uint64_t estimate);
-  // The recovered queue held `count` entries (counted in the background). Ignored once the
-  // queue was purged or its paged messages all loaded.
-  void SetRecoveredCount(uint64_t count);
-  bool count_estimated() const { return estimate_ > 0; }
-  // Every stored message up to this sequence number has been delivered at least once.
-  uint64_t delivered_through() const { return delivered_through_; }
-  void NoteDelivered(uint64_t seq) { delivered_through_ = std::max(delivered_through_, seq); }
-  // Sequence numbers are never reused below `seq` (after a restart of a drained queue).
-  void EnsureNextSeqAbove(uint64_t seq) { next_seq_ = std::max(next_seq_, seq + 1); }
+  // At recovery: a lane's messages on disk in [first_seq, next_seq), at most `estimate` of
+  // them; the exact number follows through SetRecoveredCount. `first_seq` 0: none, but
+  // numbers are not reused below `next_seq`.
+  void Restore(uint8_t lane, uint64_t first_seq, uint64_t next_seq, uint64_t estimate);
+  // The recovered lane held `count` entries (counted in the background). Ignored once the
+  // queue was purged or the lane's paged messages all loaded.
+  void SetRecoveredCount(uint8_t lane, uint64_t count);
+  bool count_estimated() const;
+  // Every stored message of the lane of `seq` up to `seq` has been delivered at least once.
+  bool DeliveredBefore(uint64_t seq) const;
+  void NoteDelivered(uint64_t seq);
+  // The delivery marks changed since the last call, one per lane (for MarkDelivered).
+  std::vector<uint64_t> TakeDeliveredMarks();
+  // Sequence numbers are never reused below `seq` in its lane (after a restart of a drained
+  // queue).
+  void EnsureNextSeqAbove(uint64_t seq);
   bool delivered_mark_pending = false;  // in Broker::delivered_marks_
-  bool loading = false;                 // a Load is in flight
   uint64_t load_generation = 0;         // bumped by Purge: a Load started before is stale
   // Purged messages the store is still removing from the disk (docs/storage.md, "Purge"),
   // and in how many purged ranges.
@@ -268,47 +307,41 @@ class Queue {
   void UpdateRates(double seconds);
 
  private:
+  struct Lane;
+  // The lane `tag`, made when first needed.
+  Lane& LaneAt(uint8_t tag);
+  const Lane* FindLane(uint8_t tag) const {
+    return tag < lanes_.size() ? lanes_[tag].get() : nullptr;
+  }
+  Lane* FindLane(uint8_t tag) { return tag < lanes_.size() ? lanes_[tag].get() : nullptr; }
+  // The first lane with ready messages (in RAM or paged); null when none.
+  const Lane* HeadLane() const;
   void NoteExpiry(const QueuedMessage& m);
-  // Makes `message` ready (or paged): Enqueue's work once nothing is held ahead of it.
-  void Place(QueuedMessage message, bool page);
-  uint64_t live_in_ram() const { return ready_.size() - tombstones_; }
-  // Drops tombstones at the front of ready_, so that they never pile up there.
-  void TrimFront();
+  // Makes `message` ready (or paged) in `lane`: Enqueue's work once nothing is held ahead of
+  // it.
+  void Place(Lane& lane, QueuedMessage message, bool page);
+  std::optional<QueuedMessage> PopFrom(Lane& lane, int64_t now_wall_ms,
+                                       std::vector<QueuedMessage>* expired);
+  void PurgeLane(Lane& lane, uint64_t floor, PurgeResult* result);
+  uint64_t live_in_ram() const;
+  // The sum of `of(lane)` over the lanes made.
+  template <typename F>
+  uint64_t SumLanes(F of) const;
 
   QueueSpec spec_;
   uint64_t owner_id_;
   uint64_t store_id_;
   QueuePolicy policy_;
-  uint64_t next_seq_ = 1;
-  uint64_t paged_ = 0;          // messages in the store only, from load_from_seq_ on
-  uint64_t load_from_seq_ = 0;  // the first paged message's sequence number, or higher
-  // The end of the load in flight (UINT64_MAX: none), and what was paged at or past it.
-  uint64_t load_to_seq_ = UINT64_MAX;
-  uint64_t paged_beyond_load_ = 0;
-  uint64_t paged_beyond_load_bytes_ = 0;
-  uint64_t ram_bytes_ = 0;       // body bytes in ready_
-  uint64_t ram_memory_ = 0;      // whole bytes (Envelope::whole_bytes) in ready_
-  uint64_t returned_bytes_ = 0;  // body bytes in returned_
-  uint64_t paged_bytes_ = 0;     // body bytes paged since start (recovered ones are unknown)
-  uint64_t tombstones_ = 0;      // entries of ready_ taken out by expiry (no envelope)
+  // Indexed by lane; null until used. `used_`: the lanes made, in order.
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<uint8_t> used_;
+  int loading_lane_ = -1;  // the lane a load is in flight for; -1: none
   std::vector<std::pair<uint64_t, int64_t>> new_expiries_;
   struct Rates {
     // The counters at the last update (0 before it: a new queue starts from nothing).
     uint64_t published = 0, delivered = 0, acked = 0;
     double publish = 0, deliver = 0, ack = 0;
   } rates_;
-  uint64_t estimate_ = 0;  // > 0: paged_ counts a recovery estimate this large
-  uint64_t delivered_through_ = 0;
-  std::deque<QueuedMessage> ready_;
-  struct Held {
-    QueuedMessage message;
-    bool page = false;
-    bool resolved = false;  // the store answered (or it never needed an answer)
-    bool keep = true;
-  };
-  std::deque<Held> held_;
-  uint64_t held_paged_ = 0;  // of held_, those to be paged
-  std::map<uint64_t, QueuedMessage> returned_;
   ConsumerSet consumers_;
   std::vector<uint64_t> expire_unless_delivered_;
   std::deque<PullWaiter> waiters_;

@@ -56,6 +56,7 @@ constexpr const char* kKnown[] = {"x-lease-ms",
                                   "x-message-ttl",
                                   "x-expires",
                                   "x-single-active-consumer",
+                                  "x-max-priority",
                                   "x-deduplication-window",
                                   "x-deduplication-source"};
 
@@ -110,6 +111,14 @@ Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue) {
     if (auto bad = integer(key, it->second)) return *bad;
     if (const int64_t n = std::get<int64_t>(it->second); n < 0) {
       return invalid(key, "{value_negative," + std::to_string(n) + "}");
+    }
+  }
+  if (auto it = arguments.find("x-max-priority"); it != arguments.end()) {
+    if (auto bad = integer("x-max-priority", it->second)) return *bad;
+    const int64_t n = std::get<int64_t>(it->second);
+    if (n < 0) return invalid("x-max-priority", "{value_negative," + std::to_string(n) + "}");
+    if (n > 255) {
+      return invalid("x-max-priority", "{max_value_exceeded," + std::to_string(n) + "}");
     }
   }
   if (auto it = arguments.find("x-overflow"); it != arguments.end()) {
@@ -239,6 +248,11 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
     }
     policy.single_active_consumer = *value;
   }
+  // RabbitMQ takes 0 (one priority: no order to keep); Wharf's own rule asks for 1..255.
+  uint32_t max_priority = 0;
+  WHARF_RETURN_IF_ERROR(
+      ReadUint32(arguments, "x-max-priority", lenient ? 0 : 1, 255, &max_priority));
+  policy.max_priority = static_cast<uint8_t>(max_priority);
   WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-deduplication-window", 1, kMaxDedupWindowMs,
                                    &policy.dedup_window_ms));
   std::optional<std::string> source;

@@ -70,6 +70,11 @@ struct QueuePolicy {
   // subscribe; when it goes, the highest-priority waiting one). See broker/consumer_set.h.
   bool single_active_consumer = false;
 
+  // x-max-priority (docs/lifecycle.md, "Priorities"): messages are delivered highest priority
+  // first, in publish order within one priority; a message's priority above this counts as
+  // this. 0 = none (every message waits in one line).
+  uint8_t max_priority = 0;
+
   // Publish deduplication (docs/lifecycle.md, "Deduplication"): x-deduplication-window, in
   // ms (1 ms to 7 days; 0 = off): a publish whose key this queue accepted within the window is
   // dropped, and still confirmed, as a duplicate. The key is the message's

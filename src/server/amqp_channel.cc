@@ -590,11 +590,6 @@ void AmqpChannel::HandleQueueDeclare(const amqp::QueueDeclare& m) {
   spec.auto_delete = m.auto_delete;
   spec.arguments = ArgumentsToHeaders(m.arguments);
   if (!m.passive) {
-    // Features Wharf does not have yet are refused rather than silently ignored.
-    if (m.arguments.Find("x-max-priority") != nullptr) {
-      return SoftError(amqp::kPreconditionFailed,
-                       "x-max-priority is not supported by this broker yet", cls, mth);
-    }
     // A quorum queue's delivery limit counts returns; Wharf's x-max-attempts counts
     // deliveries. (The type itself is checked by the broker, on creation, as RabbitMQ does.)
     const amqp::FieldValue* type = m.arguments.Find("x-queue-type");

@@ -89,9 +89,10 @@ std::string_view EntryRecordBytes(std::string_view value) {
   return value.substr(17 + n);
 }
 
-std::string DeliveredKey(uint64_t queue_id) {
+std::string DeliveredKey(uint64_t queue_id, uint8_t lane) {
   std::string key(1, kDeliveredPrefix);
   AppendBigEndian64(&key, queue_id);
+  if (lane != 0) key.push_back(static_cast<char>(lane));
   return key;
 }
 

@@ -1,17 +1,18 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v7: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v8: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "7"
+//     "F"                                 -> decimal storage format version, "8"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
 //     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
 //     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
 //     "b" BindingRecord-bytes             -> ""                   (both ends durable)
 //     "u" user-name                       -> UserRecord           (users made with PutUser)
-//     "d" fixed64be(queue-id)             -> fixed64le seq: every message up to it was delivered
+//     "d" fixed64be(queue-id) [byte(lane)] -> fixed64le seq: every message of the lane up to it
+//                                            was delivered (no lane byte: lane 0)
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
 //     "t" fixed64be(queue-id)             -> RedriveRecord        (the queue's last redrive)
 //     "p" fixed64be(queue-id) fixed64be(from-seq) -> purge-value  (a purged range of entries
@@ -23,6 +24,8 @@
 //     fixed64be(message-id)               -> MessageRecord
 //   column family "entries"   (one per message per queue: the queues themselves)
 //     fixed64be(queue-id) fixed64be(seq)  -> entry-value
+//     seq's top byte is the entry's lane (kLaneShift: a priority of a queue with
+//     x-max-priority, 0 the highest; 0 for every other queue).
 //   column family "delayed"   (messages routed to a queue and not yet due: the timelines)
 //     fixed64be(queue-id) "T" due(due-ms) fixed64be(message-id) -> entry-value
 //     fixed64be(queue-id) "I" fixed64be(message-id)             -> fixed64le(due-ms) byte(flags)
@@ -78,8 +81,11 @@ namespace wharf::store {
 // deliver an AMQP message without its properties, and let clients publish to an internal
 // exchange. 7 - adds the "dedup" column family (publish deduplication windows); 1-6 are
 // upgraded by rewriting "F" (the family starts empty). A format-6 build cannot open it (RocksDB
-// refuses a store with a column family it does not name).
-inline constexpr int kFormatVersion = 7;
+// refuses a store with a column family it does not name). 8 - adds lanes (priority queues):
+// the top byte of an entry's sequence number and "d" keys with a lane byte; 1-7 are upgraded by
+// rewriting "F" (no older entry has a lane but 0). A format-7 build would misread them: take
+// a lane's delivery mark for none and count a queue's lanes as one span.
+inline constexpr int kFormatVersion = 8;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -134,7 +140,7 @@ std::optional<EntryValue> DecodeEntryValue(std::string_view value);
 std::string_view EntryAttemptsBytes(std::string_view value);
 // An inline entry's MessageRecord: what follows the header and the attempts.
 std::string_view EntryRecordBytes(std::string_view value);
-std::string DeliveredKey(uint64_t queue_id);
+std::string DeliveredKey(uint64_t queue_id, uint8_t lane = 0);
 std::string RedriveKey(uint64_t queue_id);
 // A purge's record: 'p', fixed64be(queue-id), fixed64be(first purged seq). Its value:
 // EncodePurgeValue. PurgeKey(q, 0) to PurgeKey(q + 1, 0) spans every purge of queue q.

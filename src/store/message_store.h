@@ -32,6 +32,19 @@
 
 namespace wharf::store {
 
+// Lanes: the top 8 bits of an entry's sequence number name its lane, numbered on its own
+// (a priority level of a queue with x-max-priority, lane 0 the highest; every other queue has
+// lane 0 only, so its numbers are plain counts from 1). Recovery reports each lane apart, and a
+// delivery mark (MarkDelivered) is kept per lane.
+inline constexpr int kLaneShift = 56;
+inline constexpr uint8_t SeqLane(uint64_t seq) { return static_cast<uint8_t>(seq >> kLaneShift); }
+// The lowest sequence number of `lane` (never used: a lane counts from one above it).
+inline constexpr uint64_t LaneBaseSeq(uint8_t lane) { return uint64_t{lane} << kLaneShift; }
+// One past the highest sequence number of `lane` (lane 255's last is UINT64_MAX - 1).
+inline constexpr uint64_t LaneEndSeq(uint8_t lane) {
+  return lane == 255 ? UINT64_MAX : LaneBaseSeq(static_cast<uint8_t>(lane + 1));
+}
+
 // Entry flags (store/keys.h).
 inline constexpr uint8_t kEntryShared = 1;     // the body is shared with other queues' entries
 inline constexpr uint8_t kEntryTransient = 2;  // not persistent: dropped at recovery
@@ -219,23 +232,36 @@ class StoreBatch {
   std::vector<Op> ops_;
 };
 
-// A queue as found on disk at start-up. Recovery does not walk a queue's entries (that would
-// take seconds for millions of messages): it finds the first and last, and the exact count
-// follows from CountRecoveredQueues.
-struct StoredQueue {
-  QueueSpec spec;
-  uint64_t queue_id = 0;
+// One lane of a queue as found on disk at start-up (see kLaneShift). Recovery does not walk a
+// queue's entries (that would take seconds for millions of messages): it finds the first and
+// last of each lane, and the exact count follows from CountRecoveredQueues.
+struct StoredLane {
+  uint8_t lane = 0;
   uint64_t first_seq = 0;  // of the first entry; 0 when empty
-  uint64_t next_seq = 1;   // one past the last entry
-  // Messages up to this sequence number had been delivered (MarkDelivered); 0 = none.
+  uint64_t next_seq = 1;   // one past the last entry, and past every purged range of the lane
+  // Messages of the lane up to this sequence number had been delivered (MarkDelivered);
+  // 0 = none.
   uint64_t delivered_through = 0;
-  bool has_delayed = false;  // its timeline is not empty (counted later, like the entries)
   // Sequence numbers between first_seq and the last entry that purged ranges hide.
   uint64_t purged_span = 0;
   // An upper bound on the entries (acks leave gaps): the span from the first to the last,
   // less what purges hide.
   uint64_t estimated_messages() const {
     return first_seq == 0 ? 0 : next_seq - first_seq - purged_span;
+  }
+};
+
+struct StoredQueue {
+  QueueSpec spec;
+  uint64_t queue_id = 0;
+  bool has_delayed = false;  // its timeline is not empty (counted later, like the entries)
+  // In lane order: lane 0 always (empty or not), and every other lane that has entries, a
+  // delivery mark or a purged range.
+  std::vector<StoredLane> lanes = {StoredLane{}};
+  uint64_t estimated_messages() const {
+    uint64_t n = 0;
+    for (const StoredLane& lane : lanes) n += lane.estimated_messages();
+    return n;
   }
 };
 
@@ -281,7 +307,9 @@ enum class CountKind { kEntries, kDelayed };
 // (queue id, what was counted, how many it had at Recover()); called once per recovered
 // non-empty queue and kind, with kCountUnknown when the count could not be finished (the
 // database was reopened meanwhile).
-using CountCallback = std::function<void(uint64_t queue_id, CountKind kind, uint64_t count)>;
+// `lane`: the lane counted (kEntries; 0 for kDelayed).
+using CountCallback =
+    std::function<void(uint64_t queue_id, CountKind kind, uint64_t count, uint8_t lane)>;
 using BackupCallback = std::function<void(Result<BackupInfo>)>;
 inline constexpr uint64_t kCountUnknown = UINT64_MAX;
 

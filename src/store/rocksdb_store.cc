@@ -783,7 +783,8 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
             wb->Delete(meta_, Prefixed(kQueuePrefix, o.name));
-            wb->Delete(meta_, DeliveredKey(o.queue_id));
+            // Every lane's delivery mark.
+            wb->DeleteRange(meta_, DeliveredKey(o.queue_id), DeliveredKey(o.queue_id + 1));
             status = RemoveBindings(
                 [&](const pb::BindingRecord& b) {
                   return b.destination_exchange().empty() && b.queue() == o.name;
@@ -847,7 +848,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
           } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
             std::string seq;
             AppendLittleEndian64(&seq, o.seq);
-            wb->Put(meta_, DeliveredKey(o.queue_id), seq);
+            wb->Put(meta_, DeliveredKey(o.queue_id, SeqLane(o.seq)), seq);
           }
         },
         op);

@@ -166,6 +166,7 @@ class RocksDbStore final : public MessageStore {
       std::string lower;  // where counting resumes
       std::string upper;
       std::vector<std::pair<uint64_t, uint64_t>> skip;  // purged [from, to) seqs: not counted
+      uint8_t lane = 0;                                 // kEntries: the lane counted
     };
     std::vector<Range> queues;  // still to count; the first one resumes at its lower key
     uint64_t counted = 0;       // of the first one so far

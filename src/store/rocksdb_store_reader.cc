@@ -87,8 +87,8 @@ void RocksDbStore::ReaderLoop() {
 void RocksDbStore::AbandonCount(CountJob* job) {
   // The snapshot went with a reopen: the remaining queues keep their estimates.
   for (const auto& range : job->queues) {
-    post_([done = job->done, id = range.queue_id, kind = range.kind] {
-      done(id, kind, kCountUnknown);
+    post_([done = job->done, id = range.queue_id, kind = range.kind, lane = range.lane] {
+      done(id, kind, kCountUnknown, lane);
     });
   }
   job->queues.clear();
@@ -133,9 +133,8 @@ bool RocksDbStore::CountSlice(CountJob* job) {
           range.queue_id, LogSafe(it->status().ToString(), kLogSafeStatusBytes));
       counted = kCountUnknown;
     }
-    post_([done = job->done, id = range.queue_id, kind = range.kind, n = counted] {
-      done(id, kind, n);
-    });
+    post_([done = job->done, id = range.queue_id, kind = range.kind, n = counted,
+           lane = range.lane] { done(id, kind, n, lane); });
     job->counted = 0;
     job->queues.erase(job->queues.begin());
   }

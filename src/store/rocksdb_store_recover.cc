@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,12 +44,12 @@ Result<RecoveredState> RocksDbStore::Recover() {
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
-             value == "6") {
-    // Formats 2 to 7 only add to format 1 (inline entries, delivery marks; the "delayed"
+             value == "6" || value == "7") {
+    // Formats 2 to 8 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
-    // records; the "dedup" family): everything older reads as it is. Mark the directory as the
-    // current format before writing anything of it, so that an older build refuses it instead of
-    // misreading it.
+    // records; the "dedup" family; lanes): everything older reads as it is. Mark the directory as
+    // the current format before writing anything of it, so that an older build refuses it instead
+    // of misreading it.
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
@@ -70,8 +71,8 @@ Result<RecoveredState> RocksDbStore::Recover() {
   if (s.ok() && value.size() == 8) state.next_queue_id = ReadLittleEndian64(value);
 
   // Topology.
-  std::unordered_map<uint64_t, size_t> queue_index;  // queue id -> state.queues index
-  std::unordered_map<uint64_t, uint64_t> delivered;  // queue id -> delivered through
+  std::unordered_map<uint64_t, size_t> queue_index;            // queue id -> state.queues index
+  std::map<std::pair<uint64_t, uint8_t>, uint64_t> delivered;  // (queue id, lane) -> mark
   std::vector<StoredRedrive> redrives;
   std::vector<StoredPurge> purges;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, meta_));
@@ -113,8 +114,10 @@ Result<RecoveredState> RocksDbStore::Recover() {
         break;
       }
       case kDeliveredPrefix: {
-        if (key.size() == 9 && payload.size() == 8) {
-          delivered[ReadBigEndian64(std::string_view(key.data() + 1, 8))] =
+        // Lane 0's key has no lane byte (as before lanes existed); another lane's ends in it.
+        if ((key.size() == 9 || key.size() == 10) && payload.size() == 8) {
+          const uint8_t lane = key.size() == 10 ? static_cast<uint8_t>(key[9]) : 0;
+          delivered[{ReadBigEndian64(std::string_view(key.data() + 1, 8)), lane}] =
               ReadLittleEndian64(std::string_view(payload.data(), 8));
         }
         break;
@@ -158,11 +161,6 @@ Result<RecoveredState> RocksDbStore::Recover() {
     }
   }
   if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the topology");
-  for (auto& queue : state.queues) {
-    if (auto d = delivered.find(queue.queue_id); d != delivered.end()) {
-      queue.delivered_through = d->second;
-    }
-  }
   for (auto& redrive : redrives) {
     // A queue's removal removes its redrive in the same batch: one without its queue is
     // not expected, and not worth failing the start for.
@@ -199,8 +197,25 @@ Result<RecoveredState> RocksDbStore::Recover() {
   it.reset(db_->NewIterator(at_snapshot, entries_));
   for (StoredQueue& queue : state.queues) {
     auto doomed = DoomedRanges(queue.queue_id);
+    std::map<uint8_t, StoredLane> lanes;
+    lanes[0] = StoredLane{};
+    auto lane_of = [&](uint8_t tag) -> StoredLane& {
+      auto [at, made] = lanes.try_emplace(tag);
+      if (made) {
+        at->second.lane = tag;
+        at->second.next_seq = LaneBaseSeq(tag) + 1;
+      }
+      return at->second;
+    };
+    for (auto d = delivered.lower_bound({queue.queue_id, 0});
+         d != delivered.end() && d->first.first == queue.queue_id; ++d) {
+      lane_of(d->first.second).delivered_through = d->second;
+    }
     // New sequence numbers start past every purged range, so no new entry lands in one.
-    for (const auto& [from, to] : doomed) queue.next_seq = std::max(queue.next_seq, to);
+    for (const auto& [from, to] : doomed) {
+      StoredLane& lane = lane_of(SeqLane(from));
+      lane.next_seq = std::max(lane.next_seq, to);
+    }
     auto key_seq = [&]() -> std::optional<uint64_t> {
       if (!it->Valid()) return std::nullopt;
       auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
@@ -213,45 +228,50 @@ Result<RecoveredState> RocksDbStore::Recover() {
       }
       return nullptr;
     };
-    // The first and last entries outside the purged ranges.
-    it->Seek(EntryKey(queue.queue_id, 0));
-    auto first = key_seq();
-    while (first && purged(*first)) {
-      it->Seek(EntryKey(queue.queue_id, purged(*first)->second));
-      first = key_seq();
-    }
-    if (!first) continue;
-    it->SeekForPrev(EntryKey(queue.queue_id, UINT64_MAX));
-    auto last = key_seq();
-    while (last && purged(*last)) {
-      uint64_t from = purged(*last)->first;
-      if (from == 0) {
-        last.reset();
-        break;
+    // Lane by lane: the first and last entries outside the purged ranges.
+    for (uint64_t lane_from = 0;;) {
+      it->Seek(EntryKey(queue.queue_id, lane_from));
+      auto first = key_seq();
+      while (first && purged(*first)) {
+        it->Seek(EntryKey(queue.queue_id, purged(*first)->second));
+        first = key_seq();
       }
-      it->SeekForPrev(EntryKey(queue.queue_id, from - 1));
-      last = key_seq();
+      if (!first) break;
+      const uint8_t tag = SeqLane(*first);
+      const uint64_t lane_end = LaneEndSeq(tag);
+      it->SeekForPrev(EntryKey(queue.queue_id, lane_end - 1));
+      auto last = key_seq();
+      // Never below `first`, which is not purged.
+      while (last && purged(*last)) {
+        it->SeekForPrev(EntryKey(queue.queue_id, purged(*last)->first - 1));
+        last = key_seq();
+      }
+      if (!last || *last < *first) break;  // not expected: `first` is there
+      StoredLane& lane = lane_of(tag);
+      lane.first_seq = *first;
+      // Sequence numbers hidden by purges between the first and the last: not in the
+      // estimate; those past the last are counted off the estimate too, as next_seq covers
+      // them. Ranges may overlap (a purge's range can hold a recovered one still being
+      // removed): each hidden number counts once, or the estimate would wrap below zero.
+      uint64_t end = std::max(lane.next_seq, *last + 1);
+      auto spans = doomed;
+      std::sort(spans.begin(), spans.end());
+      uint64_t covered = *first;
+      for (const auto& [from, to] : spans) {
+        uint64_t lo = std::max(from, covered), hi = std::min(to, end);
+        if (hi <= lo) continue;
+        lane.purged_span += hi - lo;
+        covered = hi;
+      }
+      lane.next_seq = end;
+      recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
+                                   EntryKey(queue.queue_id, lane.first_seq),
+                                   EntryKey(queue.queue_id, *last + 1), doomed, tag});
+      if (tag == 255) break;
+      lane_from = lane_end;
     }
-    if (!last) continue;
-    queue.first_seq = *first;
-    // Sequence numbers hidden by purges between the first and the last: not in the estimate;
-    // those past the last are counted off the estimate too, as next_seq covers them. Ranges
-    // may overlap (a purge's range can hold a recovered one still being removed): each hidden
-    // number counts once, or the estimate would wrap below zero.
-    uint64_t end = std::max(queue.next_seq, *last + 1);
-    auto spans = doomed;
-    std::sort(spans.begin(), spans.end());
-    uint64_t covered = *first;
-    for (const auto& [from, to] : spans) {
-      uint64_t lo = std::max(from, covered), hi = std::min(to, end);
-      if (hi <= lo) continue;
-      queue.purged_span += hi - lo;
-      covered = hi;
-    }
-    queue.next_seq = end;
-    recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
-                                 EntryKey(queue.queue_id, queue.first_seq),
-                                 EntryKey(queue.queue_id, *last + 1), doomed});
+    queue.lanes.clear();
+    for (auto& [tag, lane] : lanes) queue.lanes.push_back(lane);
   }
   // Timelines: whether each has anything; counted later too (the index keys, one per message).
   std::unique_ptr<rocksdb::Iterator> delayed_it(db_->NewIterator(at_snapshot, delayed_));
@@ -264,7 +284,8 @@ Result<RecoveredState> RocksDbStore::Recover() {
                                  CountKind::kDelayed,
                                  start,
                                  DelayedPrefix(queue.queue_id, kDelayedIndex + 1),
-                                 {}});
+                                 {},
+                                 0});
   }
   for (delayed_it->SeekToFirst(); delayed_it->Valid();) {
     if (delayed_it->key().size() < 9) {

@@ -446,6 +446,46 @@ def queue_max_priority(x):
 
 
 @scenario
+def queue_max_priority_requeue(x):
+    """A priority queue: taken messages nacked with requeue go back to the head of their own
+    priority; a consumer gets the highest first; basic.get counts every priority; and the
+    argument's other values: 0, a string, a redeclaration with another maximum."""
+    c = x.connect()
+    ch = c.channel()
+    q = x.name("q")
+    x.do("declare", lambda: ch.queue_declare(q, arguments={"x-max-priority": 3}))
+    for body, prio in ((b"a1", 1), (b"b3", 3), (b"c1", 1), (b"d3", 3), (b"e0", 0), (b"f2", 2)):
+        ch.basic_publish("", q, body, P(priority=prio))
+    x.barrier(ch)
+    x.get("get_1", ch, q)
+    x.get("get_2", ch, q)
+    x.get("get_3", ch, q)
+    x.do("nack_requeue", lambda: (ch.basic_nack(0, multiple=True, requeue=True), x.barrier(ch)))
+    x.do("qos", lambda: ch.basic_qos(prefetch_count=10))
+    s = x.mark(c)
+    x.do("consume", lambda: x.consume(c, ch, q, consumer_tag="all", auto_ack=True))
+    x.pump(c, 0.3)
+    x.note("delivered", [(e["body"], e["redelivered"])
+                         for e in x.events(c, s, ch, ("Basic.Deliver",))])
+    x.do("cancel", lambda: x.cancel(c, ch, "all"))
+    ch = c.channel()
+    x.do("redeclare_other_max", lambda: ch.queue_declare(q, arguments={"x-max-priority": 4}))
+    ch = c.channel()
+    x.do("declare_zero", lambda: ch.queue_declare(x.name("zero"),
+                                                  arguments={"x-max-priority": 0}))
+    for body, prio in ((b"z5", 5), (b"z0", 0), (b"z9", 9)):
+        ch.basic_publish("", x.name("zero"), body, P(priority=prio))
+    x.barrier(ch)
+    bodies(x, "zero_order", ch, x.name("zero"))
+    x.do("delete_zero", lambda: ch.queue_delete(x.name("zero")))
+    ch = c.channel()
+    x.do("declare_string", lambda: ch.queue_declare(x.name("s"),
+                                                    arguments={"x-max-priority": "5"}))
+    ch = c.channel()
+    x.do("delete", lambda: ch.queue_delete(q))
+
+
+@scenario
 def queue_declare_invalid_arguments(x):
     c = x.connect()
     cases = [

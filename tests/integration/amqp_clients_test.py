@@ -281,6 +281,33 @@ class PikaTest(unittest.TestCase):
         second.queue_delete("sac-q")
         conn.close()
 
+    def test_a_priority_queue_delivers_higher_priorities_first(self):
+        conn = self.connect()
+        ch = conn.channel()
+        ch.queue_declare("pq", durable=True, arguments={"x-max-priority": 5})
+        ch.confirm_delivery()
+        for body, priority in ((b"low", 1), (b"none", None), (b"top", 5), (b"mid", 3),
+                               (b"above-max", 200), (b"mid-2", 3)):
+            ch.basic_publish("", "pq", body, pika.BasicProperties(priority=priority,
+                                                                  delivery_mode=2))
+        method, props, body = ch.basic_get("pq")
+        self.assertEqual((body, props.priority), (b"top", 5))
+        ch.basic_nack(method.delivery_tag, requeue=True)  # back to the head of its lane
+        got = []
+        ch.basic_qos(prefetch_count=10)
+        ch.basic_consume("pq", lambda c, m, p, b: (got.append((b, m.redelivered)),
+                                                   c.basic_ack(m.delivery_tag)))
+        deadline = time.time() + 10
+        while len(got) < 6 and time.time() < deadline:
+            conn.process_data_events(time_limit=0.05)
+        self.assertEqual(got, [(b"top", True), (b"above-max", False), (b"mid", False),
+                               (b"mid-2", False), (b"low", False), (b"none", False)])
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as closed:
+            conn.channel().queue_declare("pq", durable=True, arguments={"x-max-priority": 6})
+        self.assertEqual(closed.exception.reply_code, 406)
+        conn.channel().queue_delete("pq")
+        conn.close()
+
     def test_wharfs_own_lease_applies_over_amqp_when_the_queue_asks_for_one(self):
         conn = self.connect()
         ch = conn.channel()

@@ -278,6 +278,185 @@ TEST(Queue, ReadyBytesCountBodiesAndRamMemoryWholeMessages) {
   EXPECT_EQ(q.ram_memory_bytes(), 0u);
 }
 
+// --- Priority lanes (x-max-priority) ---
+
+EnvelopePtr WithPriority(const std::string& body, uint32_t priority) {
+  auto envelope = std::make_shared<Envelope>();
+  envelope->message.body = body;
+  envelope->message.published_at_ms = kNow;
+  envelope->message.properties.priority = priority;
+  return envelope;
+}
+
+Queue MakePriorityQueue(uint8_t max_priority, uint64_t store_id = 0) {
+  QueueSpec spec;
+  spec.name = "pq";
+  spec.durable = store_id != 0;
+  QueuePolicy policy;
+  policy.max_priority = max_priority;
+  return Queue(spec, 0, store_id, {}, policy);
+}
+
+TEST(QueuePriority, HighestPriorityFirstAndPublishOrderWithinOne) {
+  Queue q = MakePriorityQueue(10);
+  q.Enqueue(WithPriority("low-1", 0));
+  q.Enqueue(WithPriority("mid-1", 5));
+  q.Enqueue(WithPriority("high-1", 9));
+  q.Enqueue(WithPriority("low-2", 0));
+  q.Enqueue(WithPriority("mid-2", 5));
+  q.Enqueue(WithPriority("high-2", 9));
+  EXPECT_EQ(q.ready(), 6u);
+  EXPECT_EQ(Drain(q), (Bodies{"high-1", "high-2", "mid-1", "mid-2", "low-1", "low-2"}));
+}
+
+TEST(QueuePriority, APriorityAboveTheMaximumCountsAsTheMaximum) {
+  Queue q = MakePriorityQueue(3);
+  q.Enqueue(WithPriority("three", 3));
+  q.Enqueue(WithPriority("two-hundred", 200));
+  q.Enqueue(WithPriority("two", 2));
+  EXPECT_EQ(Drain(q), (Bodies{"three", "two-hundred", "two"}));
+}
+
+TEST(QueuePriority, WithoutMaxPriorityThePropertyIsIgnored) {
+  Queue q = MakeQueue();
+  q.Enqueue(WithPriority("first", 0));
+  q.Enqueue(WithPriority("second", 9));
+  EXPECT_EQ(Drain(q), (Bodies{"first", "second"}));
+}
+
+TEST(QueuePriority, SequenceNumbersNameTheLaneHighestFirst) {
+  Queue q = MakePriorityQueue(9);
+  uint64_t low = q.Enqueue(WithPriority("low", 0), false, 0, false);
+  uint64_t high = q.Enqueue(WithPriority("high", 9), false, 0, false);
+  EXPECT_EQ(store::SeqLane(high), 0);
+  EXPECT_EQ(store::SeqLane(low), 9);
+  EXPECT_LT(high, low) << "sequence order is delivery order across lanes";
+  EXPECT_EQ(q.next_seq(), low + 1);
+}
+
+TEST(QueuePriority, ARequeuedMessageGoesBackToTheHeadOfItsOwnLane) {
+  Queue q = MakePriorityQueue(5);
+  q.Enqueue(WithPriority("low-1", 1));
+  q.Enqueue(WithPriority("low-2", 1));
+  auto taken = q.Pop(kNow);
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->envelope->message.body, "low-1");
+  q.Enqueue(WithPriority("high", 5));
+  q.Requeue(std::move(*taken));
+  EXPECT_EQ(Drain(q), (Bodies{"high", "low-1", "low-2"}));
+}
+
+TEST(QueuePriority, AHigherLaneOnDiskHoldsBackLowerLanesUntilLoaded) {
+  Queue q = MakePriorityQueue(9, /*store_id=*/7);
+  PageLimits limits{/*max_messages=*/2, /*max_bytes=*/1 << 20};
+  for (const char* body : {"low-1", "low-2"}) {
+    auto e = WithPriority(body, 0);
+    q.Enqueue(e, true, 0, q.ShouldPage(limits, *e));
+  }
+  // RAM is full: the high-priority message goes to disk, in its own lane.
+  auto high = WithPriority("high", 9);
+  ASSERT_TRUE(q.ShouldPage(limits, *high));
+  uint64_t seq = q.Enqueue(high, true, 0, /*page=*/true);
+  EXPECT_EQ(q.ready(), 3u);
+  EXPECT_EQ(q.paged(), 1u);
+  EXPECT_FALSE(q.HasReady()) << "the next message to deliver is on disk";
+  EXPECT_FALSE(q.Pop(kNow)) << "a lower lane is not served ahead of it";
+  ASSERT_TRUE(q.NeedsLoad(/*batch=*/100, /*max_bytes=*/1 << 20));
+  q.MarkLoading();
+  auto [from, to] = q.BeginLoad();
+  EXPECT_EQ(from, seq);
+  EXPECT_EQ(to, seq + 1);
+  EXPECT_FALSE(q.IsPaged(seq)) << "its load is in flight";
+  std::vector<QueuedMessage> loaded;
+  loaded.push_back(QueuedMessage{high, seq, 0, true, 0, 0, nullptr});
+  EXPECT_TRUE(q.AddLoaded(std::move(loaded), 1, seq, /*reached_end=*/true));
+  EXPECT_FALSE(q.loading());
+  EXPECT_EQ(Drain(q), (Bodies{"high", "low-1", "low-2"}));
+}
+
+TEST(QueuePriority, NewMessagesOfALaneWithPagedOnesArePagedToo) {
+  Queue q = MakePriorityQueue(9, /*store_id=*/7);
+  PageLimits limits{/*max_messages=*/1, /*max_bytes=*/1 << 20};
+  q.Enqueue(WithPriority("low-ram", 0), true, 0, false);
+  q.Enqueue(WithPriority("low-disk", 0), true, 0, true);
+  EXPECT_TRUE(q.ShouldPage(limits, q.LaneOf(*WithPriority("", 0))));
+  // Another lane with nothing on disk pages only for the queue's RAM limit.
+  PageLimits roomy{/*max_messages=*/100, /*max_bytes=*/1 << 20};
+  EXPECT_TRUE(q.ShouldPage(roomy, q.LaneOf(*WithPriority("", 0))));
+  EXPECT_FALSE(q.ShouldPage(roomy, q.LaneOf(*WithPriority("", 9))));
+}
+
+TEST(QueuePriority, PurgeGivesOneRangePerLaneFromEachLanesFloor) {
+  Queue q = MakePriorityQueue(2, /*store_id=*/7);
+  uint64_t high_1 = q.Enqueue(WithPriority("high-1", 2), true, 0, false);
+  q.Enqueue(WithPriority("high-2", 2), true, 0, false);
+  uint64_t low_1 = q.Enqueue(WithPriority("low-1", 0), true, 0, false);
+  q.Enqueue(WithPriority("low-2", 0), true, 0, /*page=*/true);
+  auto taken = q.Pop(kNow);  // high-1, in flight
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(taken->seq, high_1);
+  PurgeFloors floors{{store::SeqLane(high_1), high_1 + 1}};
+  PurgeResult purged = q.Purge(floors);
+  EXPECT_EQ(purged.count, 3u);
+  ASSERT_EQ(purged.ranges.size(), 2u);
+  EXPECT_EQ(purged.ranges[0].from, high_1 + 1);
+  EXPECT_EQ(store::SeqLane(purged.ranges[0].to - 1), store::SeqLane(high_1));
+  EXPECT_EQ(purged.ranges[0].messages, 1u);
+  EXPECT_EQ(purged.ranges[1].from, low_1);
+  EXPECT_EQ(purged.ranges[1].messages, 2u);
+  EXPECT_EQ(purged.ranges[1].paged, 1u);
+  EXPECT_EQ(purged.paged(), 1u);
+  EXPECT_EQ(q.ready(), 0u);
+  // New numbers start past each lane's range.
+  EXPECT_GE(q.Enqueue(WithPriority("low-3", 0), true, 0, false), purged.ranges[1].to);
+}
+
+TEST(QueuePriority, DeliveryMarksAreKeptPerLane) {
+  Queue q = MakePriorityQueue(1, /*store_id=*/7);
+  uint64_t high = q.Enqueue(WithPriority("high", 1), true, 0, false);
+  uint64_t low = q.Enqueue(WithPriority("low", 0), true, 0, false);
+  q.NoteDelivered(high);
+  EXPECT_TRUE(q.DeliveredBefore(high));
+  EXPECT_FALSE(q.DeliveredBefore(low)) << "a mark in one lane says nothing of another";
+  EXPECT_EQ(q.TakeDeliveredMarks(), (std::vector<uint64_t>{high}));
+  EXPECT_TRUE(q.TakeDeliveredMarks().empty()) << "only changes";
+  q.NoteDelivered(low);
+  EXPECT_EQ(q.TakeDeliveredMarks(), (std::vector<uint64_t>{low}));
+}
+
+TEST(QueuePriority, RecoveredLanesLoadHighestFirst) {
+  Queue q = MakePriorityQueue(9, /*store_id=*/7);
+  const uint64_t low_base = store::LaneBaseSeq(9), high_base = store::LaneBaseSeq(0);
+  q.Restore(9, low_base + 1, low_base + 101, 100);
+  q.Restore(0, high_base + 5, high_base + 8, 3);
+  EXPECT_EQ(q.ready(), 103u);
+  EXPECT_TRUE(q.count_estimated());
+  ASSERT_TRUE(q.NeedsLoad(100, 1 << 20));
+  q.MarkLoading();
+  EXPECT_EQ(q.BeginLoad(), std::make_pair(high_base + 5, high_base + 8));
+  q.SetRecoveredCount(0, 2);
+  q.SetRecoveredCount(9, 100);
+  EXPECT_FALSE(q.count_estimated());
+  EXPECT_EQ(q.ready(), 102u);
+  EXPECT_GE(q.Enqueue(WithPriority("new", 9), true, 0, true), high_base + 8);
+}
+
+TEST(QueuePriority, WalkGoesLaneByLaneInDeliveryOrder) {
+  Queue q = MakePriorityQueue(5);
+  uint64_t low = q.Enqueue(WithPriority("low", 0), false, 0, false);
+  uint64_t high = q.Enqueue(WithPriority("high", 5), false, 0, false);
+  const QueuedMessage* first = q.NextReadyInRam(0);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->seq, high);
+  EXPECT_EQ(q.NextReadyInLane(high + 1), nullptr) << "nothing more in the high lane";
+  auto next = q.NextLaneStart(high);
+  ASSERT_TRUE(next);
+  EXPECT_EQ(*next, store::LaneBaseSeq(store::SeqLane(low)));
+  ASSERT_NE(q.NextReadyInLane(*next), nullptr);
+  EXPECT_EQ(q.NextReadyInLane(*next)->seq, low);
+  EXPECT_FALSE(q.NextLaneStart(low));
+}
+
 TEST(Consumer, HasCreditHonoursPrefetchAndActive) {
   Consumer c;
   c.prefetch = 2;

@@ -252,7 +252,8 @@ TEST_F(CorruptionTest, AFlippedByteInATableFailsItsLoadsOnlyAndIsRefusedWhenVeri
     EXPECT_EQ(LoadQueue(store->get(), kQueueB).size(), 1500u);
     // The count of a stays an estimate instead of a figure silently too low.
     std::map<uint64_t, uint64_t> counted;
-    (*store)->CountRecoveredQueues([&](uint64_t id, CountKind, uint64_t n) { counted[id] = n; });
+    (*store)->CountRecoveredQueues(
+        [&](uint64_t id, CountKind, uint64_t n, uint8_t) { counted[id] = n; });
     ASSERT_TRUE(mailbox_.RunUntil([&] { return counted.size() == 2; }));
     EXPECT_EQ(counted[kQueueA], kCountUnknown);
     EXPECT_EQ(counted[kQueueB], 1500u);
@@ -292,7 +293,8 @@ TEST_F(CorruptionTest, ACompactionThatMeetsADamagedBlockStopsWritesWithTheFileNa
   Status load_error;
   LoadQueue(store->get(), kQueueA, &load_error);
   std::map<uint64_t, uint64_t> counted;
-  (*store)->CountRecoveredQueues([&](uint64_t id, CountKind, uint64_t n) { counted[id] = n; });
+  (*store)->CountRecoveredQueues(
+      [&](uint64_t id, CountKind, uint64_t n, uint8_t) { counted[id] = n; });
   ASSERT_TRUE(mailbox_.RunUntil([&] { return counted.size() == 2; }));
   Status failed;
   for (uint64_t i = 0; i < 50 && failed.ok(); ++i) {

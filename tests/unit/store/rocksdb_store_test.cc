@@ -145,7 +145,7 @@ class RocksDbStoreTest : public ::testing::Test {
     size_t expected = 0;
     for (const auto& q : state_.queues) expected += q.estimated_messages() > 0 ? 1 : 0;
     std::map<uint64_t, uint64_t> counts;
-    store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n) {
+    store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n, uint8_t) {
       if (kind == CountKind::kEntries) counts[id] = n;
     });
     EXPECT_TRUE(mailbox_.RunUntil([&] { return counts.size() == expected; }));
@@ -266,8 +266,8 @@ TEST_F(RocksDbStoreTest, MessagesRoundTripWithEveryField) {
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->estimated_messages(), 1u);
   EXPECT_EQ(Counts()[1], 1u);
-  EXPECT_EQ(q->first_seq, 5u);
-  EXPECT_EQ(q->next_seq, 6u);
+  EXPECT_EQ(q->lanes[0].first_seq, 5u);
+  EXPECT_EQ(q->lanes[0].next_seq, 6u);
   EXPECT_EQ(state_.max_message_id, 100u);
   auto loaded = LoadAll(1);
   ASSERT_EQ(loaded.size(), 1u);
@@ -432,8 +432,8 @@ TEST_F(RocksDbStoreTest, APurgeIsHiddenAtOnceAndRemovedInStepsAcrossARestart) {
   EXPECT_EQ(state_.purges[0].messages, 10'000u);
   const StoredQueue* a = FindQueue("a");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->first_seq, 1u);
-  EXPECT_EQ(a->next_seq, 10'006u);
+  EXPECT_EQ(a->lanes[0].first_seq, 1u);
+  EXPECT_EQ(a->lanes[0].next_seq, 10'006u);
   EXPECT_EQ(Counts()[1], 5u) << "the count leaves the purged range out";
   EXPECT_EQ(Seqs(LoadAll(1)), kept) << "still hidden after the restart";
 
@@ -511,8 +511,8 @@ TEST_F(RocksDbStoreTest, APurgeOnlyOfPagedEntriesLeavesAQueueEmptyWithItsNextSeq
   CountFinishedRemovals();  // hands the recovered purge over, held
   const StoredQueue* a = FindQueue("a");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->first_seq, 0u) << "empty";
-  EXPECT_EQ(a->next_seq, 10'006u) << "new entries must not land in the purged range";
+  EXPECT_EQ(a->lanes[0].first_seq, 0u) << "empty";
+  EXPECT_EQ(a->lanes[0].next_seq, 10'006u) << "new entries must not land in the purged range";
   EXPECT_TRUE(LoadAll(1).empty());
   // Deleting the queue takes its purge along.
   StoreBatch drop;
@@ -550,7 +550,7 @@ TEST_F(RocksDbStoreTest, NestedPurgedRangesAreCountedOnceAndRemovedOnce) {
   ASSERT_EQ(state_.purges.size(), 2u);
   const StoredQueue* a = FindQueue("a");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->first_seq, 1u);
+  EXPECT_EQ(a->lanes[0].first_seq, 1u);
   EXPECT_EQ(a->estimated_messages(), 4u) << "1, 2, 10,004 and 10,005";
   EXPECT_EQ(Counts()[1], 4u);
   EXPECT_EQ(Seqs(LoadAll(1)), (std::vector<uint64_t>{1, 2, 10'004, 10'005}));
@@ -601,8 +601,8 @@ TEST_F(RocksDbStoreTest, RecoveryEstimatesThenCountsAndReportsOrphans) {
   Reopen();
   const StoredQueue* q = FindQueue("q");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->first_seq, 2u);
-  EXPECT_EQ(q->next_seq, 11u);
+  EXPECT_EQ(q->lanes[0].first_seq, 2u);
+  EXPECT_EQ(q->lanes[0].next_seq, 11u);
   EXPECT_EQ(q->estimated_messages(), 9u) << "an upper bound: seq 5 is gone too";
   EXPECT_EQ(state_.orphaned_queue_ids, (std::vector<uint64_t>{99}));
   EXPECT_EQ(state_.max_message_id, 11u);
@@ -677,6 +677,64 @@ TEST_F(RocksDbStoreTest, MessageSettledInItsOwnWriteGroupIsNeverWritten) {
   EXPECT_EQ(StoredBodies(), 0u);
 }
 
+// Priority queues keep each priority in a lane: the top byte of the sequence number. Recovery
+// reports every lane apart (first and next sequence number, its own delivery mark), each is
+// counted apart, and deleting the queue removes every lane's mark.
+TEST_F(RocksDbStoreTest, LanesAreRecoveredAndCountedApartWithTheirOwnMarks) {
+  Open();
+  const uint64_t lane3 = LaneBaseSeq(3), lane7 = LaneBaseSeq(7);
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  for (uint64_t i = 1; i <= 3; ++i) {
+    batch.Add(StoreBatch::PutEntry{EntryRef{1, i, i, 0, kEntryInline, MakeEnvelope(i, "a")}});
+  }
+  for (uint64_t i = 1; i <= 5; ++i) {
+    batch.Add(StoreBatch::PutEntry{
+        EntryRef{1, lane3 + i, 10 + i, 0, kEntryInline, MakeEnvelope(10 + i, "b")}});
+  }
+  batch.Add(StoreBatch::MarkDelivered{1, 2});
+  batch.Add(StoreBatch::MarkDelivered{1, lane3 + 4});
+  // Lane 7: delivered and acked; only its mark says where it got to.
+  batch.Add(StoreBatch::MarkDelivered{1, lane7 + 2});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  Reopen();
+  const StoredQueue* q = FindQueue("q");
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(q->lanes.size(), 3u);
+  EXPECT_EQ(q->lanes[0].lane, 0);
+  EXPECT_EQ(q->lanes[0].first_seq, 1u);
+  EXPECT_EQ(q->lanes[0].next_seq, 4u);
+  EXPECT_EQ(q->lanes[0].delivered_through, 2u);
+  EXPECT_EQ(q->lanes[1].lane, 3);
+  EXPECT_EQ(q->lanes[1].first_seq, lane3 + 1);
+  EXPECT_EQ(q->lanes[1].next_seq, lane3 + 6);
+  EXPECT_EQ(q->lanes[1].delivered_through, lane3 + 4);
+  EXPECT_EQ(q->lanes[2].lane, 7);
+  EXPECT_EQ(q->lanes[2].first_seq, 0u) << "no entries";
+  EXPECT_EQ(q->lanes[2].delivered_through, lane7 + 2);
+  EXPECT_EQ(q->estimated_messages(), 8u);
+  std::map<uint8_t, uint64_t> counts;
+  store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n, uint8_t lane) {
+    if (id == 1 && kind == CountKind::kEntries) counts[lane] = n;
+  });
+  ASSERT_TRUE(mailbox_.RunUntil([&] { return counts.size() == 2; }));
+  EXPECT_EQ(counts, (std::map<uint8_t, uint64_t>{{0, 3}, {3, 5}}));
+  auto lane = LoadAll(1, lane3, LaneEndSeq(3));
+  ASSERT_EQ(lane.size(), 5u);
+  EXPECT_EQ(lane[0].seq, lane3 + 1);
+
+  StoreBatch remove;
+  remove.Add(StoreBatch::RemoveQueue{"q", 1});
+  ASSERT_TRUE(CommitSync(std::move(remove)).ok());
+  store_.reset();
+  size_t marks = 0;
+  testing::WithRawDb(dir_.path(), [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), meta));
+    for (it->Seek("d"); it->Valid() && it->key().starts_with("d"); it->Next()) ++marks;
+  });
+  EXPECT_EQ(marks, 0u) << "every lane's delivery mark goes with the queue";
+}
+
 TEST_F(RocksDbStoreTest, InlineEntriesCarryTheirMessage) {
   Open();
   StoreBatch batch;
@@ -694,7 +752,7 @@ TEST_F(RocksDbStoreTest, InlineEntriesCarryTheirMessage) {
   EXPECT_EQ(StoredBodies(), 0u) << "nothing in the messages family";
   Reopen();
   ASSERT_NE(FindQueue("q"), nullptr);
-  EXPECT_EQ(FindQueue("q")->delivered_through, 1u);
+  EXPECT_EQ(FindQueue("q")->lanes[0].delivered_through, 1u);
   EXPECT_EQ(state_.max_message_id, 8u);
   auto loaded = LoadAll(1);
   ASSERT_EQ(loaded.size(), 2u);
@@ -931,7 +989,7 @@ TEST_F(RocksDbStoreTest, DelayedMessagesLoadInDueOrderAndAreFoundById) {
   EXPECT_TRUE(state_.queues[0].has_delayed);
   std::map<uint64_t, uint64_t> delayed_counts;
   size_t reports = 0;
-  store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n) {
+  store_->CountRecoveredQueues([&](uint64_t id, CountKind kind, uint64_t n, uint8_t) {
     ++reports;
     if (kind == CountKind::kDelayed) delayed_counts[id] = n;
   });
@@ -1156,7 +1214,7 @@ TEST_F(RocksDbStoreTest, FormatFiveIsUpgradedInPlace) {
   EXPECT_EQ(LoadAll(1).size(), 2u);
 }
 
-// A format-6 directory has no "dedup" family: RocksDB makes it, and the format becomes 7.
+// A format-6 directory has no "dedup" family: RocksDB makes it, and the format becomes current.
 TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   testing::MakeOlderStore(dir_.path(), {"default", kColumnMessages, kColumnEntries, kColumnDelayed},
                           "6");
@@ -1168,7 +1226,7 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   EXPECT_EQ(outcome->duplicate_of, 0u);
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "7");
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
   Open();
   StoreBatch again;
   again.Add(StoreBatch::PutDedup{1, "k", 6, INT64_MAX, 0, outcome});
@@ -1176,11 +1234,11 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   EXPECT_EQ(outcome->duplicate_of, 5u);
 }
 
-TEST_F(RocksDbStoreTest, FormatEightIsRefusedAsNewer) {
+TEST_F(RocksDbStoreTest, FormatNineIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "8").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "9").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1188,11 +1246,11 @@ TEST_F(RocksDbStoreTest, FormatEightIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 8; this wharfd reads format 7"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 9; this wharfd reads format 8"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "8") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "9") << "a refused directory is left as it is";
 }
 
 TEST(StoreKeysTest, DelayedKeysSortByDueTimeThenId) {
