@@ -20,9 +20,6 @@ while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=dedup
 source bench/common.sh
 
-perf_json() { "$perf" --server 127.0.0.1:$port --json "$@" | tail -1; }
-field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read())['$1'])"; }
-
 start "$work/data"
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
 echo "round window pub_rate conf_p99_us"

@@ -205,7 +205,13 @@ class AmqpDriver final : public Driver {
     }
     for (int i = 0; i < o.queues; ++i) {
       std::string name = o.QueueName(i);
-      amqp_queue_declare(c.get(), kChannel, Bytes(name), 0, o.persistent, 0, 0, amqp_empty_table);
+      amqp_table_entry_t priority_entry;
+      priority_entry.key = amqp_cstring_bytes("x-max-priority");
+      priority_entry.value.kind = AMQP_FIELD_KIND_I32;
+      priority_entry.value.value.i32 = static_cast<int32_t>(o.max_priority);
+      amqp_table_t arguments = amqp_empty_table;
+      if (o.max_priority > 0) arguments = amqp_table_t{1, &priority_entry};
+      amqp_queue_declare(c.get(), kChannel, Bytes(name), 0, o.persistent, 0, 0, arguments);
       if (auto err = c.Check("queue.declare"); !err.empty()) {
         return Status(StatusCode::kPreconditionFailed, err);
       }
@@ -335,6 +341,10 @@ class AmqpDriver final : public Driver {
       }
       if (run.stop) break;
       StampBody(&body);
+      if (o.max_priority > 0) {
+        props._flags |= AMQP_BASIC_PRIORITY_FLAG;
+        props.priority = o.PriorityOf(n);
+      }
       int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
       int rc = AMQP_STATUS_OK;
       if (writer) {

@@ -121,6 +121,12 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
                  "declare the queues with this deduplication window (x-deduplication-window, "
                  "native only, with --persistent) and give every message its own key")
       ->check(Unsigned(1, 604'800'000));
+  app.add_option("--max-priority", o->max_priority,
+                 "declare the queues with x-max-priority N and publish priorities 0..N in turn")
+      ->check(Unsigned(1, 255));
+  app.add_option("--priority", o->priority,
+                 "with --max-priority: publish every message at priority P")
+      ->check(Unsigned(0, 255));
   app.add_flag("--delete", o->delete_queues, "delete the queues (and exchange) at the end");
   app.add_flag("--json", o->json, "print the summary as one JSON object (last line)");
   try {
@@ -152,6 +158,7 @@ int main(int argc, char** argv) {
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
   }
+  if (o.priority >= 0 && o.max_priority == 0) return Usage("--priority needs --max-priority");
   if (o.count == 0 && o.duration_s <= 0) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
@@ -299,6 +306,7 @@ int main(int argc, char** argv) {
         {"unsent", st.unsent.load()},
         {"seconds", std::round(total_s * 100) / 100},
         {"dedup_window_ms", o.dedup_window_ms},
+        {"max_priority", o.max_priority},
         {"delay_ms", o.delay_ms},
         {"late_p50_us", l50},
         {"late_p99_us", l99},

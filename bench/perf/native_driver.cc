@@ -38,6 +38,7 @@ class NativeDriver final : public Driver {
       if (o.dedup_window_ms > 0) {
         spec.arguments["x-deduplication-window"] = static_cast<int64_t>(o.dedup_window_ms);
       }
+      if (o.max_priority > 0) spec.arguments["x-max-priority"] = int64_t{o.max_priority};
       auto declared = (*client)->DeclareQueue(spec);
       if (!declared.ok()) return declared.status();
       if (!o.exchange_type.empty()) {
@@ -102,6 +103,7 @@ class NativeDriver final : public Driver {
         message.headers["x-deduplication-header"] =
             std::to_string(run_key) + "-" + std::to_string(index) + "-" + std::to_string(n);
       }
+      message.properties.priority = o.PriorityOf(n);
       int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
       StampBody(&message.body);
       run.stats.published.fetch_add(1, std::memory_order_relaxed);

@@ -48,6 +48,16 @@ struct Options {
   // Queues with this deduplication window (x-deduplication-window), each message with its own
   // key (x-deduplication-header); 0 = none. Native only, with --persistent.
   uint64_t dedup_window_ms = 0;
+  // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
+  // (one level after another); 0 = none.
+  uint32_t max_priority = 0;
+  // Every message at this priority instead (-1: in turn, as above).
+  int priority = -1;
+  // The priority of a producer's message number `n`.
+  uint8_t PriorityOf(uint64_t n) const {
+    if (priority >= 0) return static_cast<uint8_t>(priority);
+    return static_cast<uint8_t>(max_priority == 0 ? 0 : n % (uint64_t{max_priority} + 1));
+  }
   // amqp driver: "each" = rabbitmq-c's amqp_basic_publish (three send() calls per message);
   // "batched" = many publishes per send() (amqp_driver.cc, PublishWriter).
   std::string amqp_writes = "each";
