@@ -124,6 +124,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
   app.add_option("--max-priority", o->max_priority,
                  "declare the queues with x-max-priority N and publish priorities 0..N in turn")
       ->check(Unsigned(1, 255));
+  app.add_option("--groups", o->groups,
+                 "declare the queues with x-message-groups and spread the messages over N groups "
+                 "(x-group-id; native only)")
+      ->check(Unsigned(1, 100'000'000));
   app.add_option("--priority", o->priority,
                  "with --max-priority: publish every message at priority P")
       ->check(Unsigned(0, 255));
@@ -159,6 +163,10 @@ int main(int argc, char** argv) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
   }
   if (o.priority >= 0 && o.max_priority == 0) return Usage("--priority needs --max-priority");
+  if (o.groups > 0 && o.driver == "amqp") return Usage("--groups needs the native driver");
+  if (o.groups > 0 && o.max_priority > 0) {
+    return Usage("--groups and --max-priority cannot be combined (a queue has one or the other)");
+  }
   if (o.count == 0 && o.duration_s <= 0) {
     return Usage("a run is always bounded: give --count N and/or --duration S");
   }
@@ -307,6 +315,7 @@ int main(int argc, char** argv) {
         {"seconds", std::round(total_s * 100) / 100},
         {"dedup_window_ms", o.dedup_window_ms},
         {"max_priority", o.max_priority},
+        {"groups", o.groups},
         {"delay_ms", o.delay_ms},
         {"late_p50_us", l50},
         {"late_p99_us", l99},

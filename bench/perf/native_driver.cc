@@ -39,6 +39,7 @@ class NativeDriver final : public Driver {
         spec.arguments["x-deduplication-window"] = static_cast<int64_t>(o.dedup_window_ms);
       }
       if (o.max_priority > 0) spec.arguments["x-max-priority"] = int64_t{o.max_priority};
+      if (o.groups > 0) spec.arguments["x-message-groups"] = true;
       auto declared = (*client)->DeclareQueue(spec);
       if (!declared.ok()) return declared.status();
       if (!o.exchange_type.empty()) {
@@ -104,6 +105,7 @@ class NativeDriver final : public Driver {
             std::to_string(run_key) + "-" + std::to_string(index) + "-" + std::to_string(n);
       }
       message.properties.priority = o.PriorityOf(n);
+      if (o.groups > 0) message.headers["x-group-id"] = "g" + std::to_string(n % o.groups);
       int q = static_cast<int>(n++ % static_cast<uint64_t>(o.queues));
       StampBody(&message.body);
       run.stats.published.fetch_add(1, std::memory_order_relaxed);

@@ -51,6 +51,9 @@ struct Options {
   // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
   // (one level after another); 0 = none.
   uint32_t max_priority = 0;
+  // Queues with message groups (x-message-groups), message n of a producer in group
+  // "g<n mod groups>" (x-group-id); 0 = none. Native only.
+  uint64_t groups = 0;
   // Every message at this priority instead (-1: in turn, as above).
   int priority = -1;
   // The priority of a producer's message number `n`.

@@ -86,6 +86,11 @@ struct QueueInfo {
   // Purged messages still being removed from the disk in the background (0 once a purge's
   // disk space is reclaimed).
   uint64_t purge_reclaiming = 0;
+  // A queue with message groups (x-message-groups): the groups with a ready message in RAM or
+  // a delivery out, and of them those waiting for a delivery to be settled (or a retry's
+  // backoff). 0 otherwise.
+  uint64_t groups = 0;
+  uint64_t groups_held = 0;
 };
 
 // A message waiting in a queue until its delivery time (Client::ListDelayed).

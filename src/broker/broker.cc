@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "broker/dedup_key.h"
+#include "broker/message_keys.h"
 #include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
 
@@ -405,6 +405,13 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       return true;
     });
   }
+  // Message groups: a group id that is not one is refused before anything is written.
+  for (Queue* target : targets) {
+    if (target->grouped()) {
+      WHARF_RETURN_IF_ERROR(GroupKeyOf(message).status());
+      break;
+    }
+  }
   // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
   // "" where there is none to check. The store decides, in the commit, whether they take it.
   // Sized only when a target has a window: no allocation on the common publish path.
@@ -623,6 +630,8 @@ Delivery Broker::Track(SessionState& session, const std::shared_ptr<Queue>& queu
                        QueuedMessage message, const std::shared_ptr<Consumer>& consumer,
                        uint32_t lease_ms) {
   Delivery delivery = NewDelivery(session, queue, message, consumer.get(), /*settled=*/false);
+  // Its group waits until it is settled (SettleOne).
+  if (queue->grouped()) queue->HoldGroup(*message.envelope);
   if (lease_ms == 0) lease_ms = queue->policy().lease_ms;
   ++queue->in_flight;
   if (consumer) ++consumer->unacked;
@@ -824,6 +833,7 @@ void Broker::OnTimer() {
     CommitPending(/*probe=*/true);
   }
   ReleaseDue();
+  WakeGroups(now);
   ExpireLeases();
   ExpireAckTimeouts();
   ExpireMessages();
@@ -849,6 +859,17 @@ void Broker::OnTimer() {
   ExpireIdleQueues();
 }
 
+void Broker::WakeGroups(SteadyTime now) {
+  while (!group_wakes_.empty() && group_wakes_.begin()->first <= now) {
+    GroupWake wake = std::move(group_wakes_.begin()->second);
+    group_wakes_.erase(group_wakes_.begin());
+    std::shared_ptr<Queue> queue = wake.queue.lock();
+    if (!queue || queue->deleted) continue;
+    queue->ReleaseGroup(wake.group, wake.token);
+    ScheduleDispatch(queue);
+  }
+}
+
 std::optional<SteadyTime> Broker::NextDeadline() const {
   std::optional<SteadyTime> next = store_probe_at_;
   if (load_retry_at_ && (!next || *load_retry_at_ < *next)) next = load_retry_at_;
@@ -859,6 +880,9 @@ std::optional<SteadyTime> Broker::NextDeadline() const {
     next = release;
   }
   if (auto lease = leases_.next(); lease && (!next || *lease < *next)) next = lease;
+  if (!group_wakes_.empty() && (!next || group_wakes_.begin()->first < *next)) {
+    next = group_wakes_.begin()->first;
+  }
   if (!ack_deadlines_.empty() && (!next || std::get<0>(*ack_deadlines_.begin()) < *next)) {
     next = std::get<0>(*ack_deadlines_.begin());
   }

@@ -427,6 +427,8 @@ class Broker {
   void ArmAckDeadline(SessionState& session, SteadyTime deadline);
   // Redelivers the deliveries whose lease ran out (at most a bounded number per call).
   void ExpireLeases();
+  // Ends the backoffs of message groups that are due: each group goes on (x-message-groups).
+  void WakeGroups(SteadyTime now);
   void ScheduleDispatch(const std::shared_ptr<Queue>& queue);
   // Schedules the queues of the session's consumers (its output drained, or its channel-wide
   // prefetch has room again).
@@ -630,6 +632,14 @@ class Broker {
   // Sessions with an ack timeout and unsettled deliveries, under the time their oldest one
   // times out (or an earlier one: looked at again then), with the session's serial.
   std::set<std::tuple<SteadyTime, uint64_t, uint64_t>> ack_deadlines_;
+  // Message groups held by a retry's backoff, and when each goes on (the hold's token: a hold
+  // that was released and taken again since is left alone).
+  struct GroupWake {
+    std::weak_ptr<Queue> queue;
+    std::string group;
+    uint64_t token = 0;
+  };
+  std::multimap<SteadyTime, GroupWake> group_wakes_;
   uint64_t next_session_serial_ = 1;
   // Direct reply-to: the session of each reply address's suffix.
   std::unordered_map<std::string, uint64_t> reply_sessions_;

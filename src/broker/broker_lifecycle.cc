@@ -190,6 +190,11 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
   --queue.in_flight;
   if (in_flight.consumer) --in_flight.consumer->unacked;
   QueuedMessage& message = in_flight.message;
+  // Its group (x-message-groups) goes on once this delivery is settled, whichever way.
+  const EnvelopePtr envelope = message.envelope;
+  auto release_group = [&] {
+    if (queue.grouped() && !queue.deleted) queue.ReleaseGroup(*envelope);
+  };
   if (options.nack) ++queue.nacked_total;
   if (options.failed) {
     auto failures = std::make_shared<Failures>();
@@ -204,6 +209,7 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     const uint32_t max_attempts = queue.policy().max_attempts;
     if (action == Settle::kDrop) {
       DeadLetter(in_flight.queue, std::move(message), "rejected");
+      release_group();
       ScheduleDispatch(in_flight.queue);  // the consumer's credit is back
       return;
     }
@@ -211,6 +217,7 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     const bool shutdown_requeue = shutting_down_ && !options.failed;
     if (max_attempts != 0 && message.receive_count >= max_attempts && !shutdown_requeue) {
       DeadLetter(in_flight.queue, std::move(message), "max_attempts");
+      release_group();
       ScheduleDispatch(in_flight.queue);
       return;
     }
@@ -232,15 +239,25 @@ void Broker::SettleOne(InFlight in_flight, Settle action, const SettleOptions& o
     case Settle::kAck:
       ++queue.acked_total;
       if (!queue.deleted) Unstore(queue, in_flight.message);
+      release_group();
       break;
     case Settle::kRequeue:
       if (!queue.deleted) queue.Requeue(std::move(in_flight.message));
       break;
     case Settle::kRequeueLater:
-      if (!queue.deleted) {
-        DelayDelivered(queue, std::move(in_flight.message), DueAfter(delay_ms));
-        UpdateDelayHead(in_flight.queue);
+      if (queue.deleted) break;
+      if (std::string group = queue.GroupOf(*envelope); !group.empty()) {
+        // The backoff delays its group, not the queue: it waits at the head of its group,
+        // which stays held until the retry is due (its entry stays where it is: after a crash
+        // it comes back at once, in its place).
+        queue.Requeue(std::move(in_flight.message));
+        const uint64_t token = queue.HoldGroup(*envelope);
+        group_wakes_.emplace(clock_->Now() + std::chrono::milliseconds(delay_ms),
+                             GroupWake{in_flight.queue, std::move(group), token});
+        break;
       }
+      DelayDelivered(queue, std::move(in_flight.message), DueAfter(delay_ms));
+      UpdateDelayHead(in_flight.queue);
       break;
     case Settle::kRetry:  // resolved above
       break;
@@ -415,7 +432,19 @@ void Broker::DropHeads(const std::shared_ptr<Queue>& queue) {
   // Only heads in RAM: a head still on disk is dropped once loaded (the queue is over its
   // limit until then).
   while (over()) {
-    auto head = queue->Pop(now_ms, &expired);
+    std::optional<QueuedMessage> head;
+    if (queue->grouped()) {
+      // The oldest ready message, held group or not (Pop would skip held groups).
+      const QueuedMessage* oldest = queue->NextReadyInRam(0);
+      if (oldest) head = queue->Take(oldest->seq);
+      if (head && queue->Expired(*head, now_ms)) {
+        ++queue->expired_total;
+        expired.push_back(std::move(*head));
+        continue;
+      }
+    } else {
+      head = queue->Pop(now_ms, &expired);
+    }
     if (!head) break;
     DeadLetter(queue, std::move(*head), "max_length");
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "broker/message_keys.h"
+
 namespace wharf::broker {
 
 // One lane's messages (see the header): what a queue without priorities holds, all of it.
@@ -64,6 +66,31 @@ Queue::Queue(QueueSpec spec, uint64_t owner_id, uint64_t store_id,
       consumers_(policy_.single_active_consumer),
       delayed_(store_id != 0, delay_limits) {
   LaneAt(policy_.max_priority);  // the lane of priority 0 (of every message without one)
+  if (policy_.message_groups) groups_ = std::make_unique<MessageGroups>();
+}
+
+std::string_view Queue::GroupView(const Envelope& envelope, std::string& scratch) const {
+  // Checked at publish (Broker::Publish): a message with a bad one never gets here.
+  return groups_ ? GroupKeyView(envelope.message, scratch) : std::string_view();
+}
+
+std::string Queue::GroupOf(const Envelope& envelope) const {
+  std::string scratch;
+  return std::string(GroupView(envelope, scratch));
+}
+
+uint64_t Queue::HoldGroup(const Envelope& envelope) {
+  std::string scratch;
+  return groups_ ? groups_->Hold(GroupView(envelope, scratch)) : 0;
+}
+
+void Queue::ReleaseGroup(const Envelope& envelope, std::optional<uint64_t> token) {
+  std::string scratch;
+  if (groups_) groups_->Release(GroupView(envelope, scratch), token);
+}
+
+void Queue::ReleaseGroup(const std::string& group, std::optional<uint64_t> token) {
+  if (groups_) groups_->Release(group, token);
 }
 
 Queue::~Queue() = default;
@@ -169,11 +196,15 @@ std::optional<QueuedMessage> Queue::Take(uint64_t seq) {
     QueuedMessage m = std::move(it->second);
     lane->returned.erase(it);
     lane->returned_bytes -= m.envelope->message.body.size();
+    std::string scratch;
+    if (groups_) groups_->Remove(GroupView(*m.envelope, scratch), seq);
     return m;
   }
   auto* found = const_cast<QueuedMessage*>(lane->FindBySeq(seq));
   if (!found || !found->envelope) return std::nullopt;
   QueuedMessage m = std::move(*found);
+  std::string scratch;
+  if (groups_) groups_->Remove(GroupView(*m.envelope, scratch), seq);
   found->envelope = nullptr;
   lane->ram_bytes -= m.envelope->message.body.size();
   lane->ram_memory -= m.envelope->whole_bytes();
@@ -269,6 +300,8 @@ void Queue::Place(Lane& lane, QueuedMessage message, bool page) {
   }
   lane.ram_bytes += body;
   lane.ram_memory += message.envelope->whole_bytes();
+  std::string scratch;
+  if (groups_) groups_->Add(GroupView(*message.envelope, scratch), seq);
   lane.ready.push_back(std::move(message));
   NoteExpiry(lane.ready.back());
 }
@@ -276,6 +309,13 @@ void Queue::Place(Lane& lane, QueuedMessage message, bool page) {
 void Queue::Requeue(QueuedMessage message) {
   Lane& lane = LaneAt(store::SeqLane(message.seq));
   uint64_t seq = message.seq;
+  if (groups_) {
+    // Back at the head of its group, which goes on (a requeued delivery is settled).
+    std::string scratch;
+    const std::string_view group = GroupView(*message.envelope, scratch);
+    groups_->AddFront(group, seq);
+    groups_->Release(group);
+  }
   lane.returned_bytes += message.envelope->message.body.size();
   NoteExpiry(message);
   lane.returned.emplace(seq, std::move(message));
@@ -309,7 +349,21 @@ std::optional<QueuedMessage> Queue::PopFrom(Lane& lane, int64_t now_wall_ms,
   }
 }
 
+std::optional<QueuedMessage> Queue::PopGrouped(int64_t now_wall_ms,
+                                               std::vector<QueuedMessage>* expired) {
+  while (std::optional<uint64_t> seq = groups_->Next()) {
+    std::optional<QueuedMessage> next = Take(*seq);
+    if (!next) return std::nullopt;  // not expected: the groups know only what is in RAM
+    if (!Expired(*next, now_wall_ms)) return next;
+    ++expired_total;
+    if (expired) expired->push_back(std::move(*next));
+  }
+  return std::nullopt;
+}
+
 std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedMessage>* expired) {
+  // Paged messages all follow those in RAM: what the groups offer from RAM goes first.
+  if (groups_) return PopGrouped(now_wall_ms, expired);
   for (uint8_t tag : used_) {
     Lane& lane = *lanes_[tag];
     if (lane.has_in_ram()) {
@@ -322,6 +376,7 @@ std::optional<QueuedMessage> Queue::Pop(int64_t now_wall_ms, std::vector<QueuedM
 }
 
 bool Queue::HasReady() const {
+  if (groups_) return groups_->Next().has_value();
   for (uint8_t tag : used_) {
     const Lane& lane = *lanes_[tag];
     if (lane.has_in_ram()) return true;
@@ -383,8 +438,10 @@ bool Queue::NeedsLoad(uint32_t batch, uint64_t max_bytes) const {
   const Lane* lane = HeadLane();
   // Live messages only: tombstones must not hold a load back (a lane whose RAM is all
   // tombstones would never pop them, nor load).
-  return lane != nullptr && lane->paged > 0 && lane->live_in_ram() < batch &&
-         lane->ram_memory < max_bytes;
+  if (lane == nullptr || lane->paged == 0 || lane->ram_memory >= max_bytes) return false;
+  // With groups, RAM may hold only messages of held groups: then the next free ones are on
+  // disk (up to the byte limit).
+  return lane->live_in_ram() < batch || (groups_ && !groups_->Next());
 }
 
 void Queue::MarkLoading() {
@@ -407,6 +464,7 @@ PurgeResult Queue::Purge(const PurgeFloors& floors) {
     PurgeLane(*lanes_[tag], floor == floors.end() ? 0 : floor->second, &result);
   }
   new_expiries_.clear();
+  if (groups_) groups_->ClearReady();
   loading_lane_ = -1;
   ++load_generation;
   return result;
@@ -468,6 +526,8 @@ bool Queue::AddLoaded(std::vector<QueuedMessage> kept, uint64_t consumed, uint64
   for (auto& m : kept) {
     loaded_bytes += m.envelope->message.body.size();
     lane.ram_memory += m.envelope->whole_bytes();
+    std::string scratch;
+    if (groups_) groups_->Add(GroupView(*m.envelope, scratch), m.seq);
     lane.ready.push_back(std::move(m));
     NoteExpiry(lane.ready.back());
   }
@@ -578,6 +638,10 @@ QueueInfo Queue::Info() const {
   info.deliver_rate = rates_.deliver;
   info.ack_rate = rates_.ack;
   info.purge_reclaiming = purge_ranges > 0 ? std::max<uint64_t>(purge_reclaiming, 1) : 0;
+  if (groups_) {
+    info.groups = groups_->groups();
+    info.groups_held = groups_->held();
+  }
   return info;
 }
 

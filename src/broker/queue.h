@@ -26,6 +26,10 @@
 // everything paged. So RAM holds at most the page limits plus one load batch per lane, however
 // deep the backlog (docs/storage.md).
 //
+// Message groups (x-message-groups): which ready message goes next is MessageGroups' choice
+// (message_groups.h): the oldest of the groups with no delivery out, and of no group; Pop
+// takes it from wherever it is in RAM. A queue with groups has no priorities (lane 0 only).
+//
 // Held messages (publish deduplication): a publish the store must admit first waits, unseen,
 // with everything enqueued behind it in its lane, until the store answers (EnqueueHeld,
 // Resolve).
@@ -45,6 +49,7 @@
 #include "broker/consumer_set.h"
 #include "broker/delay_timeline.h"
 #include "broker/envelope.h"
+#include "broker/message_groups.h"
 #include "broker/queue_policy.h"
 #include "common/clock.h"
 #include "store/message_store.h"
@@ -267,6 +272,22 @@ class Queue {
   uint64_t purge_reclaiming = 0;
   uint32_t purge_ranges = 0;
 
+  // --- Message groups (x-message-groups; docs/lifecycle.md, "Message groups") ---
+  bool grouped() const { return groups_ != nullptr; }
+  // The group of a message of this queue; "" when it has none (or the queue has no groups).
+  std::string GroupOf(const Envelope& envelope) const;
+  // The same as a view into the message (or `scratch`), without a copy.
+  std::string_view GroupView(const Envelope& envelope, std::string& scratch) const;
+  // A delivery of `envelope` is out (to be settled): its group is held. The hold's token; 0
+  // when the message has no group.
+  uint64_t HoldGroup(const Envelope& envelope);
+  // Its delivery was settled: its group goes on. With a token: only if that hold still stands
+  // (a retry's backoff ending).
+  void ReleaseGroup(const Envelope& envelope, std::optional<uint64_t> token = std::nullopt);
+  void ReleaseGroup(const std::string& group, std::optional<uint64_t> token);
+  // Null without groups.
+  const MessageGroups* groups() const { return groups_.get(); }
+
   // --- Delayed messages (docs/scheduler.md) ---
   DelayTimeline& delayed() { return delayed_; }
   const DelayTimeline& delayed() const { return delayed_; }
@@ -322,6 +343,7 @@ class Queue {
   void Place(Lane& lane, QueuedMessage message, bool page);
   std::optional<QueuedMessage> PopFrom(Lane& lane, int64_t now_wall_ms,
                                        std::vector<QueuedMessage>* expired);
+  std::optional<QueuedMessage> PopGrouped(int64_t now_wall_ms, std::vector<QueuedMessage>* expired);
   void PurgeLane(Lane& lane, uint64_t floor, PurgeResult* result);
   uint64_t live_in_ram() const;
   // The sum of `of(lane)` over the lanes made.
@@ -335,7 +357,8 @@ class Queue {
   // Indexed by lane; null until used. `used_`: the lanes made, in order.
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<uint8_t> used_;
-  int loading_lane_ = -1;  // the lane a load is in flight for; -1: none
+  int loading_lane_ = -1;                  // the lane a load is in flight for; -1: none
+  std::unique_ptr<MessageGroups> groups_;  // with x-message-groups
   std::vector<std::pair<uint64_t, int64_t>> new_expiries_;
   struct Rates {
     // The counters at the last update (0 before it: a new queue starts from nothing).

@@ -57,6 +57,7 @@ constexpr const char* kKnown[] = {"x-lease-ms",
                                   "x-expires",
                                   "x-single-active-consumer",
                                   "x-max-priority",
+                                  "x-message-groups",
                                   "x-deduplication-window",
                                   "x-deduplication-source"};
 
@@ -253,6 +254,18 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
   WHARF_RETURN_IF_ERROR(
       ReadUint32(arguments, "x-max-priority", lenient ? 0 : 1, 255, &max_priority));
   policy.max_priority = static_cast<uint8_t>(max_priority);
+  if (auto it = arguments.find("x-message-groups"); it != arguments.end()) {
+    const auto* value = std::get_if<bool>(&it->second);
+    if (!value) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-message-groups' must be a boolean");
+    }
+    policy.message_groups = *value;
+    if (policy.message_groups && arguments.contains("x-max-priority")) {
+      return Status(StatusCode::kInvalidArgument,
+                    "queue argument 'x-message-groups' cannot be combined with 'x-max-priority'");
+    }
+  }
   WHARF_RETURN_IF_ERROR(ReadUint32(arguments, "x-deduplication-window", 1, kMaxDedupWindowMs,
                                    &policy.dedup_window_ms));
   std::optional<std::string> source;

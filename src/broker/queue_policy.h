@@ -75,6 +75,11 @@ struct QueuePolicy {
   // this. 0 = none (every message waits in one line).
   uint8_t max_priority = 0;
 
+  // x-message-groups (docs/lifecycle.md, "Message groups"): messages with one x-group-id
+  // header go in publish order, one at a time (the next once the one out is settled); groups
+  // go in parallel. Not with x-max-priority.
+  bool message_groups = false;
+
   // Publish deduplication (docs/lifecycle.md, "Deduplication"): x-deduplication-window, in
   // ms (1 ms to 7 days; 0 = off): a publish whose key this queue accepted within the window is
   // dropped, and still confirmed, as a duplicate. The key is the message's

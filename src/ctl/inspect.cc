@@ -105,6 +105,12 @@ int ShowQueue(Client& client, const std::string& name, bool json) {
     std::printf("purge:               %llu purged messages still being removed from the disk\n",
                 static_cast<unsigned long long>(q.purge_reclaiming));
   }
+  if (q.arguments.contains("x-message-groups")) {
+    std::printf(
+        "groups:              %llu active (ready in memory or out), %llu held (a delivery "
+        "out or a retry backing off)\n",
+        static_cast<unsigned long long>(q.groups), static_cast<unsigned long long>(q.groups_held));
+  }
   return kExitOk;
 }
 

@@ -324,6 +324,8 @@ Json QueueJson(const QueueInfo& q) {
               {"deliver_rate", q.deliver_rate},
               {"ack_rate", q.ack_rate},
               {"purge_reclaiming", q.purge_reclaiming},
+              {"groups", q.groups},
+              {"groups_held", q.groups_held},
               {"arguments", HeadersJson(q.arguments)}};
 }
 

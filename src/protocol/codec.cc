@@ -279,6 +279,8 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_deliver_rate(info.deliver_rate);
   out->set_ack_rate(info.ack_rate);
   out->set_purge_reclaiming(info.purge_reclaiming);
+  out->set_groups(info.groups);
+  out->set_groups_held(info.groups_held);
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -303,6 +305,8 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.deliver_rate = in.deliver_rate();
   info.ack_rate = in.ack_rate();
   info.purge_reclaiming = in.purge_reclaiming();
+  info.groups = in.groups();
+  info.groups_held = in.groups_held();
   return info;
 }
 

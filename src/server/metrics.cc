@@ -154,6 +154,18 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
       "Purged messages still being removed from the disk; absent when none.",
       [](const QueueMetrics& q) { return q.info.purge_reclaiming > 0; },
       [](const QueueMetrics& q) { return static_cast<double>(q.info.purge_reclaiming); });
+  auto grouped = [](const QueueMetrics& q) {
+    return q.info.arguments.contains("x-message-groups");
+  };
+  w.PerQueue(m, "wharf_queue_groups", "gauge",
+             "Message groups with a ready message in memory or a delivery out (x-message-groups "
+             "queues only).",
+             grouped, [](const QueueMetrics& q) { return static_cast<double>(q.info.groups); });
+  w.PerQueue(m, "wharf_queue_groups_held", "gauge",
+             "Message groups waiting for a delivery to be settled or a retry's backoff "
+             "(x-message-groups queues only).",
+             grouped,
+             [](const QueueMetrics& q) { return static_cast<double>(q.info.groups_held); });
   w.PerQueue(m, "wharf_queue_consumers", "gauge", "Active consumers.", all,
              [](const QueueMetrics& q) { return static_cast<double>(q.info.consumers); });
   w.PerQueue(

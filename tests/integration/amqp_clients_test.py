@@ -308,6 +308,34 @@ class PikaTest(unittest.TestCase):
         conn.channel().queue_delete("pq")
         conn.close()
 
+    def test_message_groups_go_one_at_a_time_in_order(self):
+        conn = self.connect()
+        ch = conn.channel()
+        ch.queue_declare("groups-q", durable=True, arguments={"x-message-groups": True})
+        ch.confirm_delivery()
+        for group, body in (("a", b"a1"), ("a", b"a2"), ("b", b"b1"), ("a", b"a3")):
+            ch.basic_publish("", "groups-q", body,
+                             pika.BasicProperties(headers={"x-group-id": group}, delivery_mode=2))
+        first, _, body = ch.basic_get("groups-q")
+        self.assertEqual(body, b"a1")
+        second, _, body = ch.basic_get("groups-q")
+        self.assertEqual(body, b"b1", "a2 waits while a1 is unacked")
+        self.assertEqual(ch.basic_get("groups-q")[0], None)
+        ch.basic_nack(first.delivery_tag, requeue=True)
+        again, _, body = ch.basic_get("groups-q")
+        self.assertEqual((body, again.redelivered), (b"a1", True))
+        ch.basic_ack(again.delivery_tag)
+        ch.basic_ack(second.delivery_tag)
+        self.assertEqual(ch.basic_get("groups-q", auto_ack=True)[2], b"a2")
+        self.assertEqual(ch.basic_get("groups-q", auto_ack=True)[2], b"a3")
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as closed:
+            ch.basic_publish("", "groups-q", b"bad",
+                             pika.BasicProperties(headers={"x-group-id": ""}))
+            ch.basic_get("groups-q")
+        self.assertEqual(closed.exception.reply_code, 406)
+        conn.channel().queue_delete("groups-q")
+        conn.close()
+
     def test_wharfs_own_lease_applies_over_amqp_when_the_queue_asks_for_one(self):
         conn = self.connect()
         ch = conn.channel()

@@ -114,7 +114,8 @@ class BrokerStoreTest : public ::testing::Test {
   }
 
   std::vector<Delivery> Take(const std::string& queue, uint32_t max = 1000) {
-    EXPECT_TRUE(broker_->Receive(kS1, 77, queue, max, 0).ok());
+    auto received = broker_->Receive(kS1, 77, queue, max, 0);
+    EXPECT_TRUE(received.ok()) << received.ToString();
     Drain();
     std::vector<Delivery> out;
     for (auto& c : peer_->completions) {

@@ -35,6 +35,9 @@ broker::BrokerMetrics Sample() {
   orders.info.head_published_at_ms = 1'000'000 - 2'500;  // 2.5 s old
   orders.info.dead_letter_target = "orders.dlq";
   orders.info.purge_reclaiming = 9'000;
+  orders.info.arguments["x-message-groups"] = true;
+  orders.info.groups = 12;
+  orders.info.groups_held = 4;
   broker::QueueMetrics dlq;
   dlq.info.name = "orders.dlq";
   dlq.info.ready = 2;
@@ -64,6 +67,10 @@ TEST(Metrics, QueueSeriesAreLabelledAndTyped) {
   EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 2"));
   EXPECT_TRUE(Has(text, "wharf_queue_purge_reclaiming{queue=\"orders\"} 9000"));
   EXPECT_EQ(text.find("wharf_queue_purge_reclaiming{queue=\"orders.dlq\"}"), std::string::npos);
+  EXPECT_TRUE(Has(text, "wharf_queue_groups{queue=\"orders\"} 12"));
+  EXPECT_TRUE(Has(text, "wharf_queue_groups_held{queue=\"orders\"} 4"));
+  EXPECT_EQ(text.find("wharf_queue_groups{queue=\"orders.dlq\"}"), std::string::npos)
+      << "a queue without groups has no such series";
   EXPECT_EQ(text.find("wharf_dead_letter_queue_ready{queue=\"orders\"}"), std::string::npos);
   EXPECT_TRUE(Has(text, "# TYPE wharf_queue_acked_total counter"));
   EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 100"));
