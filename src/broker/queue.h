@@ -188,7 +188,8 @@ class Queue {
   // The whole size (Envelope::whole_bytes) of the ready messages kept in RAM in publish
   // order (returned ones apart): what the page limit bounds.
   uint64_t ram_memory_bytes() const;
-  // A Pop now would find a message (the first lane with ready messages has one in RAM).
+  // A Pop now would find a message (the first lane with ready messages has one in RAM; with
+  // groups, a free group or a message of none has one).
   bool HasReady() const;
 
   // --- Expiry (x-message-ttl, expiration_ms; docs/lifecycle.md) ---
