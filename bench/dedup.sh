@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Publish deduplication figures for docs/benchmarks.md (docs/lifecycle.md, "Deduplication"):
 #   throughput  persistent confirmed publish (1 producer, confirm window 1000, no consumer,
-#               S seconds) into a queue without a window and into one with a 5-minute window,
-#               every message with its own key; alternated for R rounds.
+#               S seconds) into a queue without a window ("off"), the same with every message
+#               carrying its own key ("keys": what the header costs), and into one with a
+#               5-minute window and the keys ("on"); alternated for R rounds. With wharfd's
+#               CPU time per message (user + system, from /proc).
 #   window      K keys published and consumed through one queue with a 7-day window (the queue
 #               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
 #
@@ -22,14 +24,20 @@ source bench/common.sh
 
 start "$work/data"
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
-echo "round window pub_rate conf_p99_us"
+echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for round in $(seq "${want[rounds]}"); do
-  for window in off on; do
+  for window in off keys on; do
     flags=(--persistent --confirm 1000 --producers 1 --consumers 0 --duration "${want[seconds]}"
            --delete --queue "dedup-$window-$round")
+    [ "$window" = keys ] && flags+=(--dedup-keys)
     [ "$window" = on ] && flags+=(--dedup-window 300000)
+    before=$(cpu_ticks)
     out=$(perf_json "${flags[@]}")
-    echo "$round $window $(echo "$out" | field pub_rate) $(echo "$out" | field conf_p99_us)"
+    ticks=$(($(cpu_ticks) - before))
+    cpu=$(echo "$out" | python3 -c "import json,sys,os; j=json.loads(sys.stdin.read()); \
+print(round($ticks * 1e6 / os.sysconf('SC_CLK_TCK') / max(j['published'], 1), 2))")
+    echo "$round $window $(echo "$out" | field pub_rate) $(echo "$out" | field conf_p99_us) $cpu"
   done
 done
 

@@ -121,6 +121,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
                  "declare the queues with this deduplication window (x-deduplication-window, "
                  "native only, with --persistent) and give every message its own key")
       ->check(Unsigned(1, 604'800'000));
+  app.add_flag("--dedup-keys", o->dedup_keys,
+               "give every message its own x-deduplication-header key without declaring a "
+               "window (what the header costs apart from the window; native only)");
   app.add_option("--max-priority", o->max_priority,
                  "declare the queues with x-max-priority N and publish priorities 0..N in turn")
       ->check(Unsigned(1, 255));
@@ -159,6 +162,7 @@ int main(int argc, char** argv) {
   bool server_given = false, uri_given = false;
   if (auto rc = ParseCommandLine(argc, argv, &o, &server_given, &uri_given)) return *rc;
   if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
+  if (o.dedup_keys && o.driver == "amqp") return Usage("--dedup-keys needs the native driver");
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
   }
@@ -314,6 +318,7 @@ int main(int argc, char** argv) {
         {"unsent", st.unsent.load()},
         {"seconds", std::round(total_s * 100) / 100},
         {"dedup_window_ms", o.dedup_window_ms},
+        {"dedup_keys", o.dedup_keys || o.dedup_window_ms > 0},
         {"max_priority", o.max_priority},
         {"groups", o.groups},
         {"delay_ms", o.delay_ms},

@@ -99,7 +99,7 @@ class NativeDriver final : public Driver {
         }
         if (run.stop) break;
       }
-      if (o.dedup_window_ms > 0) {
+      if (o.dedup_window_ms > 0 || o.dedup_keys) {
         // Unique across producers and runs of one broker: the producer, then the sequence.
         message.headers["x-deduplication-header"] =
             std::to_string(run_key) + "-" + std::to_string(index) + "-" + std::to_string(n);
