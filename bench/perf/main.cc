@@ -73,6 +73,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
   CLI::Option* uri_opt =
       app.add_option("--uri", o->uri, "amqp broker (default amqp://guest:guest@127.0.0.1:5672/)");
   server_opt->excludes(uri_opt);
+  app.add_flag("--tls", o->tls, "native: connect with TLS (the broker's [tls] listen port)");
+  app.add_option("--ca", o->ca_file, "native: PEM CAs for the broker's certificate (with --tls)")
+      ->check(CLI::ExistingFile);
   app.add_option("--user", o->user, "user (default guest, the loopback user)");
   app.add_option("--password", o->password, "password (default guest)");
   app.add_option("--queue", o->queue, "queue name (with --queues N: NAME-0..NAME-N-1)")
@@ -162,6 +165,7 @@ int main(int argc, char** argv) {
   bool server_given = false, uri_given = false;
   if (auto rc = ParseCommandLine(argc, argv, &o, &server_given, &uri_given)) return *rc;
   if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
+  if (o.tls && o.driver == "amqp") return Usage("--tls is for the native driver");
   if (o.dedup_keys && o.driver == "amqp") return Usage("--dedup-keys needs the native driver");
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");

@@ -15,6 +15,8 @@ ClientOptions ClientOptionsFor(const Options& o, const std::string& name) {
   c.user = o.user;
   c.password = o.password;
   c.client_name = name;
+  c.tls.enabled = o.tls;
+  c.tls.ca_file = o.ca_file;
   return c;
 }
 

@@ -48,6 +48,8 @@ struct Options {
   // Queues with this deduplication window (x-deduplication-window), each message with its own
   // key (x-deduplication-header); 0 = none. Native only, with --persistent.
   uint64_t dedup_window_ms = 0;
+  bool tls = false;         // native: TLS to the broker's [tls] listen port
+  std::string ca_file;      // its CA certificates (PEM)
   bool dedup_keys = false;  // keys without a window (--dedup-keys)
   // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
   // (one level after another); 0 = none.

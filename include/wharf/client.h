@@ -1,6 +1,7 @@
 // include/wharf/client.h
 //
-// Client is the C++ client library for Wharf's native protocol: one TCP connection to wharfd,
+// Client is the C++ client library for Wharf's native protocol: one TCP connection (or TLS
+// over one, ClientOptions::tls) to wharfd,
 // used by the tests, wharfctl and wharf-perf. It connects and logs in, declares and binds,
 // publishes with broker confirms (callback, future or blocking), consumes by push subscription
 // with a prefetch limit or by long-polling pull, and settles deliveries.
@@ -31,6 +32,22 @@
 
 namespace wharf {
 
+// TLS to a broker's TLS listener ([tls] listen; docs/security.md).
+struct ClientTlsOptions {
+  bool enabled = false;
+  std::string ca_file;  // PEM CAs the broker's certificate must chain to; "" = the system's
+  // A client certificate and its key (PEM) for brokers that ask for one (mutual TLS).
+  std::string cert_file;
+  std::string key_file;
+  // The broker's certificate must verify and carry this name (DNS or IP; "" = `host`).
+  // verify = false takes any certificate: encryption without knowing who answers.
+  bool verify = true;
+  std::string server_name;
+  // Log in as the user the client certificate names (SASL EXTERNAL), not with user and
+  // password; the broker must offer it ([tls] cert_login, docs/security.md).
+  bool certificate_login = false;
+};
+
 struct ClientOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 5680;
@@ -46,6 +63,7 @@ struct ClientOptions {
   // request_timeout, then fail with kResourceExhausted: memory stays bounded and nothing is
   // taken that cannot be sent. Acks and other small frames are never held.
   size_t max_buffered_bytes = 64u << 20;
+  ClientTlsOptions tls;
 };
 
 // One message handed to this client.

@@ -1,6 +1,8 @@
 // client/client.cc: wharf::Client's connecting and closing, topology, publish, consume and
 // settle calls. The connection itself is client/client_impl.h; the operators' calls are in
 // client_admin.cc.
+#include <algorithm>
+
 #include "client/client_impl.h"
 
 namespace wharf {
@@ -12,6 +14,15 @@ Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() { Close(); }
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options.tls.enabled) {
+    net::TlsClientSettings settings;
+    settings.ca_file = options.tls.ca_file;
+    settings.cert_file = options.tls.cert_file;
+    settings.key_file = options.tls.key_file;
+    settings.verify = options.tls.verify;
+    WHARF_ASSIGN_OR_RETURN(tls, net::MakeClientTlsContext(settings));
+  }
   auto impl = std::make_shared<Impl>(options);
   Impl* raw = impl.get();
   asio::error_code ec;
@@ -47,11 +58,43 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     return Status(StatusCode::kUnavailable, "cannot connect to " + options.host + ":" +
                                                 std::to_string(options.port) + ": " + what);
   }
-  asio::post(raw->io, [raw] {
+  // The stream, and over TLS its handshake (under the connect timeout), on the I/O thread.
+  auto shaken = std::make_shared<std::promise<asio::error_code>>();
+  asio::post(raw->io, [raw, tls, shaken] {
     asio::error_code ignored;
     raw->socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-    raw->ReadLoop();
+    if (!tls) {
+      raw->stream = std::make_unique<net::Stream>(std::move(raw->socket));
+      shaken->set_value({});
+      return;
+    }
+    raw->stream = std::make_unique<net::Stream>(std::move(raw->socket), tls);
+    const ClientTlsOptions& o = raw->options.tls;
+    const std::string& name = o.server_name.empty() ? raw->options.host : o.server_name;
+    net::Stream::Tls& t = *raw->stream->tls_stream();
+    asio::error_code not_ip;
+    asio::ip::make_address(name, not_ip);
+    if (not_ip) SSL_set_tlsext_host_name(t.native_handle(), name.c_str());  // SNI: names only
+    if (o.verify) t.set_verify_callback(asio::ssl::host_name_verification(name));
+    raw->connect_timer.expires_after(raw->options.connect_timeout);
+    raw->connect_timer.async_wait([raw](const asio::error_code& e) {
+      if (!e) raw->stream->Close();
+    });
+    raw->stream->AsyncHandshake(asio::ssl::stream_base::client,
+                                [raw, shaken](const asio::error_code& e) {
+                                  raw->connect_timer.cancel();
+                                  shaken->set_value(e);
+                                });
   });
+  ec = shaken->get_future().get();
+  if (ec) {
+    work.reset();
+    client->impl_->Fail(Status(StatusCode::kUnavailable, ""));
+    std::string what = ec == asio::error::operation_aborted ? "timed out" : ec.message();
+    return Status(StatusCode::kUnavailable, "TLS handshake with " + options.host + ":" +
+                                                std::to_string(options.port) + " failed: " + what);
+  }
+  asio::post(raw->io, [raw] { raw->ReadLoop(); });
   work.reset();  // the read loop keeps the context busy from now on
 
   pb::Frame hello;
@@ -62,9 +105,20 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   raw->max_message_bytes = hello_ok->hello_ok().max_message_bytes();
 
   pb::Frame auth;
-  auth.mutable_authenticate()->set_mechanism("PLAIN");
-  auth.mutable_authenticate()->set_user(options.user);
-  auth.mutable_authenticate()->set_password(options.password);
+  if (options.tls.certificate_login) {
+    const auto& offered = hello_ok->hello_ok().auth_mechanisms();
+    if (std::find(offered.begin(), offered.end(), "EXTERNAL") == offered.end()) {
+      return Status(StatusCode::kAuthenticationFailed,
+                    "the broker does not offer a login with the client certificate (EXTERNAL: "
+                    "it needs a TLS listener with [tls] cert_login, and a certificate it "
+                    "verified)");
+    }
+    auth.mutable_authenticate()->set_mechanism("EXTERNAL");
+  } else {
+    auth.mutable_authenticate()->set_mechanism("PLAIN");
+    auth.mutable_authenticate()->set_user(options.user);
+    auth.mutable_authenticate()->set_password(options.password);
+  }
   auto auth_ok = raw->Call(std::move(auth));
   if (!auth_ok.ok()) return auth_ok.status();
   raw->connection_id = auth_ok->authenticate_ok().connection_id();

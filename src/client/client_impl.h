@@ -2,9 +2,10 @@
 // the files that implement its calls: client.cc (connecting, topology, publish, consume,
 // settle) and client_admin.cc (listings, peek, delayed messages, redrive, users).
 //
-// Client::Impl owns the socket and the client's one I/O thread: the read loop, the send buffer
-// (bounded for publishes, ClientOptions::max_buffered_bytes), request/reply matching, and the
-// accounting of publishes without a confirm (unconfirmed_publishes()).
+// Client::Impl owns the stream (net/stream.h: TCP, or TLS over it) and the client's one I/O thread:
+// the read loop, the send buffer (bounded for publishes, ClientOptions::max_buffered_bytes),
+// request/reply matching, and the accounting of publishes without a confirm
+// (unconfirmed_publishes()).
 //
 // Thread safety: fields are marked with what guards them (mu, or the I/O thread alone).
 #pragma once
@@ -19,6 +20,8 @@
 #include <unordered_set>
 
 #include "net/frame.h"
+#include "net/stream.h"
+#include "net/tls.h"
 #include "protocol/codec.h"
 #include "wharf/client.h"
 
@@ -57,7 +60,9 @@ struct Client::Impl {
   // Set before the I/O thread starts, then immutable.
   ClientOptions options;
   asio::io_context io{1};
-  asio::ip::tcp::socket socket{io};
+  asio::ip::tcp::socket socket{io};  // until connected; then in `stream`
+  // Made on the I/O thread once connected (plain, or TLS after its handshake); confined to it.
+  std::unique_ptr<net::Stream> stream;
   asio::steady_timer connect_timer{io};
   std::thread thread;
   std::thread::id io_thread_id;
@@ -210,7 +215,7 @@ struct Client::Impl {
       }
       writing_bytes = writing.size();
     }
-    asio::async_write(socket, asio::buffer(writing), [this](const asio::error_code& ec, size_t) {
+    stream->AsyncWrite(asio::buffer(writing), [this](const asio::error_code& ec, size_t) {
       if (ec) {
         Fail(Status(StatusCode::kUnavailable, "write failed: " + ec.message()));
         return;
@@ -227,11 +232,11 @@ struct Client::Impl {
 
   void ReadLoop() {
     std::span<char> space = decoder.PrepareWrite(client_internal::kReadChunk);
-    socket.async_read_some(
+    stream->AsyncReadSome(
         asio::buffer(space.data(), space.size()), [this](const asio::error_code& ec, size_t n) {
           if (ec) {
-            Fail(Status(StatusCode::kUnavailable, ec == asio::error::eof
-                                                      ? std::string("broker closed the connection")
+            const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+            Fail(Status(StatusCode::kUnavailable, eof ? std::string("broker closed the connection")
                                                       : "read failed: " + ec.message()));
             return;
           }
@@ -376,8 +381,12 @@ struct Client::Impl {
     }
     disconnected_cv.notify_all();
     room_cv.notify_all();
-    asio::error_code ignored;
-    socket.close(ignored);
+    if (stream) {
+      stream->Close();
+    } else {
+      asio::error_code ignored;
+      socket.close(ignored);
+    }
     for (auto& [id, reply] : failed) reply(reported);
     if (handler) handler(reported);
   }

@@ -21,7 +21,8 @@ namespace wharf::ctl {
 namespace {
 
 constexpr const char* kFooter = R"(
-Connection: --server, --user and --password, or the environment variables WHARF_SERVER,
+Connection: --server, --user and --password (and --tls with --ca, --cert, --key for a TLS
+listener), or the environment variables WHARF_SERVER,
 WHARF_USER and WHARF_PASSWORD, or the keys server, user and password in a config file
 (--config FILE, WHARFCTL_CONFIG, or ~/.config/wharf/wharfctl.toml when it exists), so that
 passwords need not sit in shell history. Flags win over variables, variables over the file.
@@ -35,6 +36,7 @@ struct Global {
   std::string server = "127.0.0.1:5680";
   std::string user;
   std::string password;
+  wharf::ClientTlsOptions tls;
 };
 
 std::string DefaultConfigPath() {
@@ -196,6 +198,24 @@ int Run(int argc, char** argv) {
   CLI::Option* user_flag =
       app.add_option("--user", global.user, "log in as this user (default: the loopback guest)");
   CLI::Option* password_flag = app.add_option("--password", global.password, "the user's password");
+  app.add_flag("--tls", global.tls.enabled,
+               "connect with TLS (to the broker's [tls] listen port; docs/security.md)");
+  auto tls_file = [&](const char* flag, std::string* into, const char* what) {
+    app.add_option(flag, *into, what)
+        ->check(CLI::ExistingFile)
+        ->each([&global](const std::string&) { global.tls.enabled = true; });
+  };
+  tls_file("--ca", &global.tls.ca_file,
+           "PEM CA certificates the broker's certificate must chain to (implies --tls; "
+           "default: the system's)");
+  tls_file("--cert", &global.tls.cert_file,
+           "PEM client certificate, for a broker that asks for one (implies --tls; with --key)");
+  tls_file("--key", &global.tls.key_file, "the client certificate's PEM private key");
+  app.add_flag("--cert-login", global.tls.certificate_login,
+               "log in as the user the --cert certificate names (EXTERNAL; the broker's [tls] "
+               "cert_login), not with --user and --password");
+  app.add_option("--tls-server-name", global.tls.server_name,
+                 "the name the broker's certificate must carry (default: the --server host)");
   CLI::Option* config_flag =
       app.add_option("--config", config_path,
                      "a TOML file with server, user, password (default: $WHARFCTL_CONFIG, or " +
@@ -260,7 +280,11 @@ int Run(int argc, char** argv) {
   wharf::ClientOptions options;
   options.client_name = "wharfctl";
   ParseHostPort(global.server, &options.host, &options.port);
-  if (!global.user.empty()) {
+  options.tls = global.tls;
+  if (global.tls.certificate_login) {
+    if (global.tls.cert_file.empty()) return Usage("--cert-login needs --cert and --key");
+    options.tls.enabled = true;
+  } else if (!global.user.empty()) {
     if (global.password.empty()) {
       return Usage("--user needs --password (or WHARF_PASSWORD, or password in the config file)");
     }

@@ -158,7 +158,9 @@ Status AmqpCodec::OnHeader(std::string_view bytes) {
   start.server_properties.Set("platform", amqp::FieldValue::LongStr("Wharf " WHARF_VERSION));
   start.server_properties.Set("product", amqp::FieldValue::LongStr(options_.server_product));
   start.server_properties.Set("version", amqp::FieldValue::LongStr(options_.server_version));
-  start.mechanisms = "PLAIN AMQPLAIN";
+  // EXTERNAL only where it can work: a verified client certificate with [tls] cert_login.
+  start.mechanisms =
+      connection_.certificate_user().empty() ? "PLAIN AMQPLAIN" : "PLAIN AMQPLAIN EXTERNAL";
   start.locales = "en_US";
   Send(0, start);
   stage_ = Stage::kAwaitStartOk;
@@ -192,6 +194,11 @@ Status AmqpCodec::OnStartOk(const amqp::Frame& frame) {
     }
   }
   mechanism_ = ok.mechanism;
+  if (ok.mechanism == "EXTERNAL") {
+    // As RabbitMQ's rabbitmq_auth_mechanism_ssl: the response (an authorization id) is not
+    // read; the certificate alone names the user.
+    return connection_.StartExternalLogin("");
+  }
   amqp::Credentials credentials;
   Status parsed;
   if (ok.mechanism == "PLAIN") {

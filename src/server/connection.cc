@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log_safe.h"
+#include "net/tls.h"
 
 namespace wharf::server {
 namespace {
@@ -35,21 +36,21 @@ bool IsLoopback(const asio::ip::tcp::socket& socket) {
 
 }  // namespace
 
-Connection::Connection(asio::ip::tcp::socket socket, uint64_t id, ServerContext* context,
+Connection::Connection(std::unique_ptr<net::Stream> stream, uint64_t id, ServerContext* context,
                        const CodecFactory& make_codec)
     : id_(id),
       context_(context),
-      peer_(Endpoint(socket)),
-      executor_(socket.get_executor()),
+      peer_(Endpoint(stream->socket())),
+      executor_(stream->socket().get_executor()),
       core_(std::make_shared<SessionCore>(context)),
-      socket_(std::move(socket)),
-      close_timer_(socket_.get_executor()),
-      handshake_timer_(socket_.get_executor()),
-      login_(context, socket_.get_executor(), Address(socket_), IsLoopback(socket_)),
+      stream_(std::move(stream)),
+      close_timer_(executor_),
+      handshake_timer_(executor_),
+      login_(context, executor_, Address(stream_->socket()), IsLoopback(stream_->socket())),
       codec_(make_codec(*this)),
       decoder_(codec_->handshake_frame_bytes(), kFrameAllowanceBytes),
       frame_allowance_(kFrameAllowanceBytes),
-      frame_timer_(socket_.get_executor()) {
+      frame_timer_(executor_) {
   decoder_.set_framing(codec_->initial_framing());
 }
 
@@ -59,8 +60,8 @@ Connection::~Connection() = default;
 
 void Connection::Start() {
   asio::error_code ec;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
-  spdlog::debug("conn={} peer={} accepted", id_, peer_);
+  stream_->socket().set_option(asio::ip::tcp::no_delay(true), ec);
+  spdlog::debug("conn={} peer={} accepted{}", id_, peer_, stream_->tls() ? " (TLS)" : "");
   handshake_timer_.expires_after(
       std::chrono::milliseconds(context_->options->handshake_timeout_ms));
   handshake_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
@@ -72,8 +73,46 @@ void Connection::Start() {
         StatusCode::kHandshakeTimeout,
         "no login within " + std::to_string(self->context_->options->handshake_timeout_ms) + " ms");
     spdlog::warn("conn={} peer={} {}", self->id_, self->peer_, status.ToString());
+    if (self->tls_handshaking_) return self->CloseSocket("TLS handshake timeout");
     self->BeginClose(status, "handshake timeout");
   });
+  if (stream_->tls()) {
+    tls_handshaking_ = true;
+    stream_->AsyncHandshake(
+        asio::ssl::stream_base::server,
+        [self = shared_from_this()](const asio::error_code& ec) { self->OnTlsHandshake(ec); });
+    return;
+  }
+  ReadLoop();
+}
+
+void Connection::OnTlsHandshake(const asio::error_code& ec) {
+  tls_handshaking_ = false;
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    // OpenSSL's reason (e.g. "certificate verify failed", "wrong version number"), never
+    // the peer's bytes.
+    spdlog::info("conn={} peer={} TLS handshake failed: {}", id_, peer_, ec.message());
+    return CloseSocket("TLS handshake failed");
+  }
+  spdlog::debug("conn={} peer={} TLS: {}", id_, peer_, stream_->TlsDescription());
+  // Only a certificate the handshake verified is there (verify = optional or required).
+  SSL* ssl = stream_->tls_stream()->native_handle();
+  switch (context_->options->tls.cert_login) {
+    case TlsOptions::CertLogin::kOff:
+      break;
+    case TlsOptions::CertLogin::kCommonName:
+      certificate_user_ = net::PeerCommonName(ssl);
+      break;
+    case TlsOptions::CertLogin::kDistinguishedName:
+      certificate_user_ = net::PeerSubject(ssl);
+      break;
+  }
+  if (!certificate_user_.empty()) {
+    spdlog::debug("conn={} peer={} client certificate names {}", id_, peer_,
+                  LogSafe(certificate_user_));
+  }
+  StartWrite();  // a refusal queued while the handshake ran
   ReadLoop();
 }
 
@@ -95,7 +134,7 @@ void Connection::ReadLoop() {
       batches_in_flight_ < kMaxBatchesInFlight) {
     return DecodeBuffered();
   }
-  if (reading_ || awaiting_grant_) return;
+  if (reading_ || awaiting_grant_ || tls_handshaking_) return;
   if (!ReadingAllowed()) {
     // Held by its own output (it does not read what it is sent) in the middle of a frame: the
     // frame's clock keeps running, or one client could keep its share of the partial-frame
@@ -112,7 +151,7 @@ void Connection::ReadLoop() {
   if (space.empty()) return;  // not reached: the grant covers the whole frame
   reading_ = true;
   StartFrameClock();
-  socket_.async_read_some(
+  stream_->AsyncReadSome(
       asio::buffer(space.data(), space.size()),
       [self = shared_from_this()](const asio::error_code& ec, size_t n) { self->OnRead(ec, n); });
 }
@@ -126,13 +165,14 @@ void Connection::OnRead(const asio::error_code& ec, size_t bytes) {
   if (ec) {
     if (ec == asio::error::operation_aborted) return;
     Status truncated = decoder_.Finish();
-    if (ec == asio::error::eof && !truncated.ok()) {
+    // A TLS peer that closed TCP without close_notify has closed all the same.
+    const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    if (eof && !truncated.ok()) {
       // The peer may only have shut down its sending side: it can still read the error.
       spdlog::warn("conn={} peer={} user={} {}", id_, peer_, LogSafe(user_), truncated.ToString());
       BeginClose(truncated, "truncated frame");
     } else {
-      CloseSocket(ec == asio::error::eof ? "peer closed the connection"
-                                         : "read error: " + ec.message());
+      CloseSocket(eof ? "peer closed the connection" : "read error: " + ec.message());
     }
     return;
   }
@@ -437,6 +477,24 @@ Status Connection::StartLogin(std::string user, std::string password) {
                       [this](Status result) { FinishLogin(std::move(result)); });
 }
 
+Status Connection::StartExternalLogin(const std::string& requested) {
+  if (certificate_user_.empty()) {
+    return Status(StatusCode::kAuthenticationFailed,
+                  "EXTERNAL needs a client certificate the broker verified, on a TLS listener "
+                  "with [tls] cert_login on");
+  }
+  if (!requested.empty() && requested != certificate_user_) {
+    return Status(StatusCode::kAuthenticationFailed,
+                  "the client certificate names '" + CutForDisplay(certificate_user_) + "', not '" +
+                      CutForDisplay(requested) + "'");
+  }
+  user_ = certificate_user_;
+  state_ = State::kAuthChecking;
+  login_.StartExternal(user_, shared_from_this(),
+                       [this](Status result) { FinishLogin(std::move(result)); });
+  return Status::Ok();
+}
+
 void Connection::FinishLogin(Status result) {
   if (state_ != State::kAuthChecking) return;  // closed meanwhile (handshake timeout, shutdown)
   login_.Record(result);
@@ -480,14 +538,14 @@ void Connection::OnOutbox(OutboxBatch outbox) {
 }
 
 void Connection::StartWrite() {
-  if (writing_ || pending_write_.empty() || state_ == State::kClosed) return;
+  if (writing_ || pending_write_.empty() || state_ == State::kClosed || tls_handshaking_) return;
   writing_ = true;
   active_write_.swap(pending_write_);
   last_write_at_ = std::chrono::steady_clock::now();
   active_queued_bytes_ = pending_queued_bytes_;
   pending_queued_bytes_ = 0;
-  asio::async_write(
-      socket_, asio::buffer(active_write_),
+  stream_->AsyncWrite(
+      asio::buffer(active_write_),
       [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnWritten(ec); });
 }
 
@@ -563,19 +621,31 @@ void Connection::SendClose(const Status& status) {
 void Connection::Drain() {
   if (draining_ || state_ == State::kClosed) return;
   draining_ = true;
-  asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  if (!stream_->tls()) {
+    asio::error_code ignored;
+    stream_->socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  }
   if (reading_) return;  // the read already pending comes back to OnDrained
-  reading_ = true;
-  socket_.async_read_some(
-      asio::buffer(drain_buffer_),
-      [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnRead(ec, 0); });
+  DrainMore();
 }
 
 void Connection::OnDrained(const asio::error_code& ec) {
   if (ec) return CloseSocket(close_reason_);
+  DrainMore();
+}
+
+void Connection::DrainMore() {
   reading_ = true;
-  socket_.async_read_some(
+  if (stream_->tls()) {
+    // close_notify, then the peer's (or its close, or the close timer): TLS's own shutdown
+    // reads and drops whatever the peer still sends.
+    stream_->AsyncShutdown([self = shared_from_this()](const asio::error_code&) {
+      self->reading_ = false;
+      self->CloseSocket(self->close_reason_);
+    });
+    return;
+  }
+  stream_->AsyncReadSome(
       asio::buffer(drain_buffer_),
       [self = shared_from_this()](const asio::error_code& ec, size_t) { self->OnRead(ec, 0); });
 }
@@ -591,9 +661,7 @@ void Connection::CloseSocket(std::string_view reason) {
   handshake_timer_.cancel();
   login_.Cancel();
   frame_timer_.cancel();
-  asio::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-  socket_.close(ignored);
+  stream_->Close();
   // No read is pending any more (the socket is closed): the buffer can go.
   LeaveFrameBudget(/*drop_buffer=*/true);
   if (opened_in_broker_) {

@@ -1,12 +1,14 @@
 // server/connection.h
 //
-// Connection is the I/O-thread half of one client connection, whatever its protocol: the socket,
-// the read loop and the frame decoder, the batches of requests in flight at the broker, the write
-// buffers and back-pressure, the flow-control hold of publishes, the handshake timer and the
-// login (server/login.h), and the close sequence. What the bytes mean is its Codec's business
-// (server/codec.h: server/native_codec.h for the native protocol): the codec turns each frame
-// into requests and posts them to the broker thread in batches, and encodes what comes back.
-// The broker-thread half is the SessionCore (server/session_core.h).
+// Connection is the I/O-thread half of one client connection, whatever its protocol: the stream
+// (a socket, or TLS over one: net/stream.h; a TLS connection starts with the handshake, under
+// the handshake timer, before anything is read or written), the read loop and the frame decoder,
+// the batches of requests in flight at the broker, the write buffers and back-pressure, the
+// flow-control hold of publishes, the handshake timer and the login (server/login.h), and the close
+// sequence. What the bytes mean is its Codec's business (server/codec.h: server/native_codec.h for
+// the native protocol): the codec turns each frame into requests and posts them to the broker
+// thread in batches, and encodes what comes back. The broker-thread half is the SessionCore
+// (server/session_core.h).
 //
 // Back-pressure: the connection stops reading while it has kMaxBatchesInFlight batches at the
 // broker or more than kMaxPendingWriteBytes waiting to be written, and resumes when both drop.
@@ -37,6 +39,7 @@
 #include <string>
 
 #include "net/frame.h"
+#include "net/stream.h"
 #include "server/codec.h"
 #include "server/login.h"
 #include "server/server_context.h"
@@ -48,7 +51,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
  public:
   using CodecFactory = std::function<std::unique_ptr<Codec>(Connection&)>;
 
-  Connection(asio::ip::tcp::socket socket, uint64_t id, ServerContext* context,
+  Connection(std::unique_ptr<net::Stream> stream, uint64_t id, ServerContext* context,
              const CodecFactory& make_codec);
   ~Connection();
 
@@ -76,6 +79,13 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   // Checks `user`'s password (server/login.h); reads nothing more until the answer, which ends
   // in Codec::OnLoggedIn or the close of the connection. Non-OK: refused at once.
   Status StartLogin(std::string user, std::string password);
+  // A login with the client certificate (SASL EXTERNAL; docs/security.md): as the user its
+  // subject names ([tls] cert_login). `requested`, when not empty, must be that name.
+  // kAuthenticationFailed without a verified certificate or with another name.
+  Status StartExternalLogin(const std::string& requested);
+  // The user a verified client certificate names ([tls] cert_login); "" when the connection
+  // has none (clear text, no certificate sent, or cert_login off): EXTERNAL is not offered.
+  const std::string& certificate_user() const { return certificate_user_; }
   // A publish was decoded. True when publishing is blocked (the client is told so): the codec
   // holds this publish and everything after it until Codec::ReleaseHeld.
   bool HoldPublish();
@@ -173,9 +183,12 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   void BeginClose(const Status& status, std::string reason);
   void SendClose(const Status& status);
   // After the close is written (Codec::drains_after_close): shut down sending and read until the
-  // peer closes.
+  // peer closes (TLS: send close_notify and wait for the peer's).
   void Drain();
   void OnDrained(const asio::error_code& ec);
+  void DrainMore();
+  // TLS: the handshake's end; reading and writing start.
+  void OnTlsHandshake(const asio::error_code& ec);
   void CloseSocket(std::string_view reason);
   void SendBlockedNotice(bool blocked);
 
@@ -186,7 +199,9 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   const asio::any_io_executor executor_;
   const std::shared_ptr<SessionCore> core_;
 
-  asio::ip::tcp::socket socket_;
+  std::unique_ptr<net::Stream> stream_;
+  bool tls_handshaking_ = false;  // nothing is read or written until the handshake is done
+  std::string certificate_user_;  // set once the handshake is done
   asio::steady_timer close_timer_;
   asio::steady_timer handshake_timer_;
   Login login_;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/log_safe.h"
+
 namespace wharf::server {
 namespace {
 
@@ -45,6 +47,21 @@ Status Login::Start(std::string user, std::string password,
     Check(std::move(user), std::move(password), std::move(keep_alive), std::move(done));
   });
   return Status::Ok();
+}
+
+void Login::StartExternal(std::string user, std::shared_ptr<void> keep_alive, Done done) {
+  auto known = context_->users->Find(user);
+  Status result;
+  if (!known || known->source == "builtin") {
+    // The certificate was verified, but names no one this broker knows (guest included: its
+    // password is public, a certificate must not make it reachable from afar).
+    result = Status(StatusCode::kAuthenticationFailed, "the client certificate names '" +
+                                                           CutForDisplay(user) +
+                                                           "', which is not a user of this broker");
+  }
+  asio::post(executor_, [keep_alive = std::move(keep_alive), done = std::move(done), result] {
+    done(result);
+  });
 }
 
 void Login::Check(std::string user, std::string password, std::shared_ptr<void> keep_alive,

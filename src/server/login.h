@@ -37,6 +37,10 @@ class Login {
   Status Start(std::string user, std::string password,
                std::chrono::steady_clock::time_point deadline, std::shared_ptr<void> keep_alive,
                Done done);
+  // A login with the client certificate (SASL EXTERNAL): `user`, the name the verified
+  // certificate gives, must be a configured or stored user; no password is checked. `done` is
+  // called later on the executor with OK or kAuthenticationFailed.
+  void StartExternal(std::string user, std::shared_ptr<void> keep_alive, Done done);
   // Stops a throttle wait still running; its check never starts.
   void Cancel() { timer_.cancel(); }
   // Counts the answer for the peer's address: a refused password slows this address's next

@@ -80,10 +80,16 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
   }
   server.ReloadUsers(fresh);
   server.SetWatermarks(fresh);
+  // The TLS files ([tls] cert, key, ca and their settings): new connections get them.
+  wharf::Status tls = server.ReloadTls(fresh);
+  if (!tls.ok()) {
+    spdlog::error("SIGHUP: TLS files not reloaded, new connections keep the old ones: {}",
+                  tls.ToString());
+  }
   spdlog::info(
-      "SIGHUP: log reopened; {} users and the flow watermarks of {} reloaded (other settings "
+      "SIGHUP: log reopened; {} users, the flow watermarks{} of {} reloaded (other settings "
       "need a restart)",
-      fresh.users.size(), config_path);
+      fresh.users.size(), tls.ok() && fresh.tls.any() ? " and the TLS files" : "", config_path);
 }
 
 int Run(int argc, char** argv) {
@@ -103,9 +109,10 @@ int Run(int argc, char** argv) {
                  "TOML config file (see config/wharfd.toml); built-in defaults without it")
       ->type_name("FILE");
   app.add_option("--listen", listen,
-                 "Address to listen on (default 127.0.0.1:5680; port 0 picks a free one)")
-      ->type_name("HOST:PORT")
-      ->check(HostPortCheck());
+                 "Address to listen on (default 127.0.0.1:5680; port 0 picks a free one; "
+                 "\"off\" turns the clear-text native listener off: needs [tls] listen)")
+      ->type_name("HOST:PORT|off")
+      ->check(HostPortCheck() | CLI::IsMember({"off"}));
   app.add_option("--amqp-listen", amqp_listen,
                  "Address of the AMQP 0-9-1 listener (default 127.0.0.1:5672; port 0 picks a "
                  "free one; \"off\" turns it off)")
@@ -244,12 +251,23 @@ int Run(int argc, char** argv) {
     std::string tmp = options.ready_file + ".tmp";
     {
       std::ofstream out(tmp, std::ios::trunc);
-      out << options.listen_host << ":" << (*server)->port() << "\n";
+      // The plain native listener first ("off" when there is none), then the others by name.
+      if (options.listen_enabled) {
+        out << options.listen_host << ":" << (*server)->port() << "\n";
+      } else {
+        out << "off\n";
+      }
       if (options.metrics_enabled) {
         out << "metrics " << options.metrics_host << ":" << (*server)->metrics_port() << "\n";
       }
       if (options.amqp.enabled) {
         out << "amqp " << options.amqp.listen_host << ":" << (*server)->amqp_port() << "\n";
+      }
+      if (options.tls.native_enabled) {
+        out << "tls " << options.tls.native_host << ":" << (*server)->tls_port() << "\n";
+      }
+      if (options.tls.amqp_enabled) {
+        out << "amqps " << options.tls.amqp_host << ":" << (*server)->amqps_port() << "\n";
       }
     }
     std::filesystem::rename(tmp, options.ready_file, ec);
@@ -258,7 +276,15 @@ int Run(int argc, char** argv) {
   // The store is recovered and the listeners accept (Server::Start returned): systemd may
   // start what depends on wharfd. A no-op when NOTIFY_SOCKET is unset.
   std::string status =
-      "listening on " + options.listen_host + ":" + std::to_string((*server)->port());
+      "listening on " + (options.listen_enabled
+                             ? options.listen_host + ":" + std::to_string((*server)->port())
+                             : std::string("no clear-text native port"));
+  if (options.tls.native_enabled) {
+    status += ", TLS on " + options.tls.native_host + ":" + std::to_string((*server)->tls_port());
+  }
+  if (options.tls.amqp_enabled) {
+    status += ", AMQPS on " + options.tls.amqp_host + ":" + std::to_string((*server)->amqps_port());
+  }
   if (options.metrics_enabled) {
     status +=
         ", metrics on " + options.metrics_host + ":" + std::to_string((*server)->metrics_port());

@@ -159,6 +159,7 @@ Status NativeCodec::HandleHello(const wire::Frame& frame) {
   ok->set_max_frame_bytes(context_->options->max_frame_bytes());
   ok->set_max_message_bytes(context_->options->max_message_bytes);
   ok->add_auth_mechanisms("PLAIN");
+  if (!connection_.certificate_user().empty()) ok->add_auth_mechanisms("EXTERNAL");
   Send(reply);
   stage_ = Stage::kAwaitAuth;
   client_name_ = CutForDisplay(frame.hello().client_name());
@@ -173,9 +174,12 @@ Status NativeCodec::HandleAuthenticate(const wire::Frame& frame) {
   }
   const auto& auth = frame.authenticate();
   close_request_id_ = frame.request_id();
+  // EXTERNAL: the user the verified client certificate names; `user` may repeat it.
+  if (auth.mechanism() == "EXTERNAL") return connection_.StartExternalLogin(auth.user());
   if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
     return Status(StatusCode::kAuthenticationFailed,
-                  "unsupported mechanism '" + CutForDisplay(auth.mechanism()) + "'; use PLAIN");
+                  "unsupported mechanism '" + CutForDisplay(auth.mechanism()) +
+                      "'; use PLAIN (or EXTERNAL with a client certificate)");
   }
   // A refusal here is logged by the connection, as every handshake error.
   return connection_.StartLogin(auth.user(), auth.password());

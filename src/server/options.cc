@@ -4,6 +4,7 @@
 #include <charconv>
 #include <set>
 #include <toml.hpp>
+#include <tuple>
 
 #include "common/password.h"
 #include "server/log_format.h"
@@ -61,9 +62,9 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
 Status Apply(const std::string& path, const toml::value& root, ServerOptions* options) {
   WHARF_RETURN_IF_ERROR(
       CheckKeys(path, "top level", root,
-                {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp"}));
+                {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp", "tls"}));
   for (const char* section :
-       {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp"}) {
+       {"server", "log", "limits", "store", "scheduler", "flow", "auth", "amqp", "tls"}) {
     if (root.contains(section) && !root.at(section).is_table()) {
       return ConfigError(path, std::string("[") + section + "] must be a table");
     }
@@ -112,6 +113,51 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
                                             &a.consumer_timeout_ms));
     WHARF_RETURN_IF_ERROR(ReadString(path, amqp, "server_product", &a.server_product));
     WHARF_RETURN_IF_ERROR(ReadString(path, amqp, "server_version", &a.server_version));
+  }
+  if (root.contains("tls")) {
+    const toml::value& tls = root.at("tls");
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "tls", tls,
+                                    {"listen", "amqp_listen", "cert", "key", "ca", "verify",
+                                     "min_version", "ciphers", "ciphersuites", "cert_login"}));
+    TlsOptions& t = options->tls;
+    for (auto [key, enabled, host, port] :
+         {std::tuple{"listen", &t.native_enabled, &t.native_host, &t.native_port},
+          std::tuple{"amqp_listen", &t.amqp_enabled, &t.amqp_host, &t.amqp_port}}) {
+      std::string listen;
+      WHARF_RETURN_IF_ERROR(ReadString(path, tls, key, &listen));
+      if (listen.empty()) continue;
+      Status s = ParseOptionalAddress(listen, enabled, host, port);
+      if (!s.ok())
+        return ConfigError(path, "[tls] " + std::string(key) + ": " + std::string(s.message()));
+    }
+    net::TlsServerSettings& settings = t.settings;
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "cert", &settings.cert_file));
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "key", &settings.key_file));
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "ca", &settings.ca_file));
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "min_version", &settings.min_version));
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "ciphers", &settings.ciphers));
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "ciphersuites", &settings.ciphersuites));
+    std::string cert_login;
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "cert_login", &cert_login));
+    if (cert_login == "off") {
+      t.cert_login = TlsOptions::CertLogin::kOff;
+    } else if (cert_login == "common_name") {
+      t.cert_login = TlsOptions::CertLogin::kCommonName;
+    } else if (cert_login == "distinguished_name") {
+      t.cert_login = TlsOptions::CertLogin::kDistinguishedName;
+    } else if (!cert_login.empty()) {
+      return ConfigError(path,
+                         "[tls] cert_login must be \"off\", \"common_name\" or "
+                         "\"distinguished_name\", not '" +
+                             cert_login + "'");
+    }
+    std::string verify;
+    WHARF_RETURN_IF_ERROR(ReadString(path, tls, "verify", &verify));
+    if (!verify.empty()) {
+      auto parsed = net::ParsePeerVerify(verify);
+      if (!parsed.ok()) return ConfigError(path, std::string(parsed.status().message()));
+      settings.verify = *parsed;
+    }
   }
   if (root.contains("log")) {
     const toml::value& log = root.at("log");
@@ -285,7 +331,19 @@ Status ParseHostPort(const std::string& text, std::string* host_out, uint16_t* p
 }
 
 Status ParseListenAddress(const std::string& text, ServerOptions* options) {
-  return ParseHostPort(text, &options->listen_host, &options->listen_port);
+  return ParseOptionalAddress(text, &options->listen_enabled, &options->listen_host,
+                              &options->listen_port);
+}
+
+Status ParseOptionalAddress(const std::string& text, bool* enabled, std::string* host,
+                            uint16_t* port) {
+  if (text == "off") {
+    *enabled = false;
+    return Status::Ok();
+  }
+  WHARF_RETURN_IF_ERROR(ParseHostPort(text, host, port));
+  *enabled = true;
+  return Status::Ok();
 }
 
 Status ParseMetricsAddress(const std::string& text, ServerOptions* options) {
@@ -295,14 +353,8 @@ Status ParseMetricsAddress(const std::string& text, ServerOptions* options) {
 }
 
 Status ParseAmqpAddress(const std::string& text, ServerOptions* options) {
-  if (text == "off") {
-    options->amqp.enabled = false;
-    return Status::Ok();
-  }
-  WHARF_RETURN_IF_ERROR(
-      ParseHostPort(text, &options->amqp.listen_host, &options->amqp.listen_port));
-  options->amqp.enabled = true;
-  return Status::Ok();
+  return ParseOptionalAddress(text, &options->amqp.enabled, &options->amqp.listen_host,
+                              &options->amqp.listen_port);
 }
 
 const std::vector<std::string>& LogLevelNames() {
@@ -324,6 +376,17 @@ Status ValidateOptions(const ServerOptions& options) {
   }
   if (options.data_dir.empty()) {
     return Status(StatusCode::kInvalidConfig, "data_dir must not be empty");
+  }
+  if (options.tls.cert_login != TlsOptions::CertLogin::kOff &&
+      options.tls.settings.verify == net::PeerVerify::kNone) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[tls] cert_login needs verify = \"optional\" or \"required\": without it no "
+                  "client certificate is asked for, let alone checked");
+  }
+  if (!options.listen_enabled && !options.tls.native_enabled) {
+    return Status(StatusCode::kInvalidConfig,
+                  "[server] listen = \"off\" needs [tls] listen: wharfctl and the native "
+                  "clients would have no way in");
   }
   if (options.max_message_bytes == 0) {
     return Status(StatusCode::kInvalidConfig, "max_message_bytes must be at least 1");

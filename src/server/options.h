@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "net/tls.h"
 #include "wharf/result.h"
 
 namespace wharf::server {
@@ -35,7 +36,29 @@ struct AmqpOptions {
   std::string server_version = "3.13.7";
 };
 
+inline constexpr uint16_t kDefaultTlsPort = 5681;
+inline constexpr uint16_t kDefaultAmqpsPort = 5671;
+
+// [tls]: the TLS listeners (docs/security.md, "TLS"), both off by default, and the certificate,
+// key, CA and settings they share. SIGHUP reads the files again for new connections.
+struct TlsOptions {
+  net::TlsServerSettings settings;
+  bool native_enabled = false;  // listen: the native protocol over TLS
+  std::string native_host = "127.0.0.1";
+  uint16_t native_port = kDefaultTlsPort;
+  bool amqp_enabled = false;  // amqp_listen: AMQP 0-9-1 over TLS (AMQPS)
+  std::string amqp_host = "127.0.0.1";
+  uint16_t amqp_port = kDefaultAmqpsPort;
+  // Logins with the client certificate (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl):
+  // the user is the certificate's subject, whole (RFC 2253) or its common name. Off: EXTERNAL
+  // is not offered and a client certificate is only a gate before the password login.
+  enum class CertLogin { kOff, kCommonName, kDistinguishedName };
+  CertLogin cert_login = CertLogin::kOff;
+  bool any() const { return native_enabled || amqp_enabled; }
+};
+
 struct ServerOptions {
+  bool listen_enabled = true;  // [server] listen = "off" turns the plain native listener off
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = kDefaultPort;  // 0 = any free port (tests)
   // The HTTP listener for /metrics and /healthz (server/metrics_server.h); off by default.
@@ -123,6 +146,7 @@ struct ServerOptions {
   // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
   std::string ready_file;
   AmqpOptions amqp;
+  TlsOptions tls;
 
   // Frames carry a body plus headers and properties; this is the largest frame payload taken.
   uint64_t max_frame_bytes() const { return max_message_bytes + (1u << 20); }
@@ -139,6 +163,9 @@ Status ParseListenAddress(const std::string& text, ServerOptions* options);
 Status ParseMetricsAddress(const std::string& text, ServerOptions* options);
 // Into the [amqp] listen fields; "off" turns the AMQP listener off.
 Status ParseAmqpAddress(const std::string& text, ServerOptions* options);
+// "off", or HOST:PORT turning the listener on: [tls] listen and amqp_listen.
+Status ParseOptionalAddress(const std::string& text, bool* enabled, std::string* host,
+                            uint16_t* port);
 
 // The log levels log_level may name: trace, debug, info, warn, error, critical, off.
 const std::vector<std::string>& LogLevelNames();

@@ -113,28 +113,47 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
 
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
-  server->native_.protocol = "native";
-  server->native_.make_codec = [](Connection& connection) {
+  const TlsOptions& tls = options.tls;
+  if (tls.any()) {
+    WHARF_ASSIGN_OR_RETURN(server->tls_context_, net::MakeServerTlsContext(tls.settings));
+  }
+  auto native_codec = [](Connection& connection) {
     return std::make_unique<NativeCodec>(connection);
   };
-  WHARF_RETURN_IF_ERROR(server->Listen(server->native_, options.listen_host, options.listen_port));
-  if (options.amqp.enabled) {
-    server->amqp_.protocol = "AMQP 0-9-1";
-    server->amqp_.make_codec = [](Connection& connection) {
-      return std::make_unique<AmqpCodec>(connection);
-    };
-    WHARF_RETURN_IF_ERROR(
-        server->Listen(server->amqp_, options.amqp.listen_host, options.amqp.listen_port));
-  }
-  if (options.loopback_guest &&
-      !server->native_.acceptor->local_endpoint().address().is_loopback()) {
-    // guest/guest is refused from other hosts, but the broker is now reachable from them and
-    // every local user and process can log in as an admin: say so once, at start.
-    spdlog::warn(
-        "listening on {} beyond loopback with the built-in admin guest/guest enabled (loopback "
-        "connections only); set [auth] loopback_guest = false and configure [[auth.users]] for "
-        "a shared host",
-        options.listen_host);
+  auto amqp_codec = [](Connection& connection) { return std::make_unique<AmqpCodec>(connection); };
+  struct Wanted {
+    Listener* listener;
+    bool enabled;
+    const char* protocol;
+    Connection::CodecFactory codec;
+    const std::string* host;
+    uint16_t port;
+    bool tls;
+  };
+  for (const Wanted& w : {
+           Wanted{&server->native_, options.listen_enabled, "native", native_codec,
+                  &options.listen_host, options.listen_port, false},
+           Wanted{&server->amqp_, options.amqp.enabled, "AMQP 0-9-1", amqp_codec,
+                  &options.amqp.listen_host, options.amqp.listen_port, false},
+           Wanted{&server->native_tls_, tls.native_enabled, "native over TLS", native_codec,
+                  &tls.native_host, tls.native_port, true},
+           Wanted{&server->amqps_, tls.amqp_enabled, "AMQP 0-9-1 over TLS", amqp_codec,
+                  &tls.amqp_host, tls.amqp_port, true},
+       }) {
+    if (!w.enabled) continue;
+    w.listener->protocol = w.protocol;
+    w.listener->make_codec = w.codec;
+    w.listener->tls = w.tls;
+    WHARF_RETURN_IF_ERROR(server->Listen(*w.listener, *w.host, w.port));
+    if (options.loopback_guest && !w.listener->acceptor->local_endpoint().address().is_loopback()) {
+      // guest/guest is refused from other hosts, but the broker is now reachable from them
+      // and every local user and process can log in as an admin: say so once, at start.
+      spdlog::warn(
+          "listening ({}) on {} beyond loopback with the built-in admin guest/guest enabled "
+          "(loopback connections only); set [auth] loopback_guest = false and configure "
+          "[[auth.users]] for a shared host",
+          w.protocol, *w.host);
+    }
   }
 
   for (auto& context : server->io_contexts_) {
@@ -155,17 +174,32 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     });
   }
   asio::post(*server->io_contexts_[0], [raw] {
-    raw->Accept(raw->native_);
-    if (raw->amqp_.acceptor) raw->Accept(raw->amqp_);
+    for (Listener* listener : raw->listeners()) {
+      if (listener->acceptor) raw->Accept(*listener);
+    }
   });
   server->flow_timer_ = std::make_unique<asio::steady_timer>(*server->io_contexts_[0]);
   asio::post(*server->io_contexts_[0], [raw] { raw->CheckFlow(); });
   // Recovered queues start loading their heads now, not at the first request.
   asio::post(*server->broker_context_, [raw] { raw->AfterBrokerWork(); });
-  spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)", options.listen_host,
-               server->native_.port, io_threads);
+  if (server->native_.acceptor) {
+    spdlog::info("wharfd listening on {}:{} ({} I/O threads + 1 broker thread)",
+                 options.listen_host, server->native_.port, io_threads);
+  } else {
+    spdlog::info(
+        "wharfd: no plain native listener ([server] listen = \"off\"); {} I/O threads "
+        "+ 1 broker thread",
+        io_threads);
+  }
   if (server->amqp_.acceptor) {
     spdlog::info("AMQP 0-9-1 listening on {}:{}", options.amqp.listen_host, server->amqp_.port);
+  }
+  if (server->native_tls_.acceptor) {
+    spdlog::info("native protocol over TLS listening on {}:{}", tls.native_host,
+                 server->native_tls_.port);
+  }
+  if (server->amqps_.acceptor) {
+    spdlog::info("AMQP 0-9-1 over TLS listening on {}:{}", tls.amqp_host, server->amqps_.port);
   }
   if (options.metrics_enabled) {
     auto metrics = MetricsServer::Start(
@@ -377,8 +411,19 @@ void Server::Accept(Listener& listener) {
             fd_limit_, fd_soft_limit_, options_.reserved_fds, held + 1);
       }
     }
+    std::unique_ptr<net::Stream> stream;
+    if (listener.tls) {
+      std::shared_ptr<asio::ssl::context> tls;
+      {
+        std::lock_guard lock(tls_mu_);
+        tls = tls_context_;
+      }
+      stream = std::make_unique<net::Stream>(std::move(socket), std::move(tls));
+    } else {
+      stream = std::make_unique<net::Stream>(std::move(socket));
+    }
     auto session =
-        std::make_shared<Connection>(std::move(socket), id, &context_, listener.make_codec);
+        std::make_shared<Connection>(std::move(stream), id, &context_, listener.make_codec);
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
@@ -395,6 +440,14 @@ void Server::Accept(Listener& listener) {
     });
     Accept(listener);
   });
+}
+
+Status Server::ReloadTls(const ServerOptions& options) {
+  if (!options_.tls.any()) return Status::Ok();  // no TLS listener: nothing uses the files
+  WHARF_ASSIGN_OR_RETURN(auto fresh, net::MakeServerTlsContext(options.tls.settings));
+  std::lock_guard lock(tls_mu_);
+  tls_context_ = std::move(fresh);
+  return Status::Ok();
 }
 
 void Server::AfterBrokerWork() {
@@ -445,7 +498,7 @@ void Server::Stop() {
       std::chrono::seconds(5));
   asio::post(*io_contexts_[0], [this] {
     asio::error_code ignored;
-    for (Listener* listener : {&native_, &amqp_}) {
+    for (Listener* listener : listeners()) {
       if (!listener->acceptor) continue;
       listener->acceptor->close(ignored);
       listener->retry_timer->cancel();
@@ -486,7 +539,7 @@ Server::~Server() {
   store_.reset();  // after the broker, which points at it
   broker_timer_.reset();
   broker_context_.reset();
-  for (Listener* listener : {&native_, &amqp_}) {
+  for (Listener* listener : listeners()) {
     listener->acceptor.reset();
     listener->retry_timer.reset();
   }

@@ -14,7 +14,9 @@
 // Thread safety: Start() and Stop() may be called from any thread; port() is immutable.
 #pragma once
 
+#include <array>
 #include <asio.hpp>
+#include <asio/ssl/context.hpp>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -46,9 +48,13 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // The plain native listener's port; 0 when it is off.
   uint16_t port() const { return native_.port; }
   // The AMQP listener's port; 0 when it is off.
   uint16_t amqp_port() const { return amqp_.port; }
+  // The TLS listeners' ports ([tls] listen, amqp_listen); 0 when off.
+  uint16_t tls_port() const { return native_tls_.port; }
+  uint16_t amqps_port() const { return amqps_.port; }
   // The metrics listener's port; 0 when it is off.
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
@@ -58,6 +64,9 @@ class Server {
 
   // SIGHUP: the config file's users as they are now (server/user_directory.h).
   void ReloadUsers(const ServerOptions& options) { users_->ReloadConfigUsers(options); }
+  // SIGHUP: the [tls] certificate, key and CA files read again; connections accepted from now
+  // on use them, open ones keep theirs. On an error the old ones stay (and it is returned).
+  Status ReloadTls(const ServerOptions& options);
   // Flow control's watermarks (at start, and on SIGHUP); checked every kFlowCheckInterval.
   void SetWatermarks(const ServerOptions& options);
 
@@ -73,8 +82,10 @@ class Server {
     std::unique_ptr<asio::steady_timer> retry_timer;
     Connection::CodecFactory make_codec;
     uint16_t port = 0;
+    bool tls = false;  // connections start with the TLS handshake (tls_context_)
   };
   Status Listen(Listener& listener, const std::string& host, uint16_t port);
+  std::array<Listener*, 4> listeners() { return {&native_, &amqp_, &native_tls_, &amqps_}; }
   void Accept(Listener& listener);
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
@@ -100,8 +111,15 @@ class Server {
   std::unique_ptr<asio::io_context> broker_context_;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work_guards_;
   std::vector<std::thread> threads_;
-  Listener native_;  // I/O thread 0
-  Listener amqp_;    // I/O thread 0; no acceptor when [amqp] is off
+  Listener native_;      // I/O thread 0; no acceptor when [server] listen is off
+  Listener amqp_;        // I/O thread 0; no acceptor when [amqp] is off
+  Listener native_tls_;  // I/O thread 0; no acceptor unless [tls] listen
+  Listener amqps_;       // I/O thread 0; no acceptor unless [tls] amqp_listen
+
+  // Guarded by tls_mu_: the TLS settings and files new connections get (null without TLS
+  // listeners); replaced whole on SIGHUP.
+  std::mutex tls_mu_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
 
   // The message store: its own threads; completions are posted to the broker thread.
   std::unique_ptr<store::RocksDbStore> store_;

@@ -22,12 +22,15 @@ class Wharfd:
         self.process = subprocess.Popen(args, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         self.amqp_port = None
+        self.ports = {}  # "amqp", "amqps", "tls", "metrics" -> port, as the ready file says
         while time.time() < deadline and self.amqp_port is None:
             if os.path.exists(ready):
                 with open(ready) as f:
                     for line in f:
-                        if line.startswith("amqp "):
-                            self.amqp_port = int(line.rsplit(":", 1)[1])
+                        if " " in line:
+                            name, address = line.split(" ", 1)
+                            self.ports[name] = int(address.rsplit(":", 1)[1])
+                self.amqp_port = self.ports.get("amqp")
             time.sleep(0.02)
         if self.amqp_port is None:
             raise RuntimeError("wharfd did not start:\n" + self.read_log())

@@ -28,11 +28,15 @@ class TestServer {
                       std::string data_dir = "");
   ~TestServer();
 
+  // The plain native listener's port; 0 when a config turned it off.
   uint16_t port() const { return port_; }
   // The metrics listener's port, when started with --metrics-listen; else 0.
   uint16_t metrics_port() const { return metrics_port_; }
   // The AMQP 0-9-1 listener's port (on a free port unless the test said otherwise); 0 when off.
   uint16_t amqp_port() const { return amqp_port_; }
+  // The TLS listeners' ports ([tls] listen and amqp_listen in a config file); 0 when off.
+  uint16_t tls_port() const { return tls_port_; }
+  uint16_t amqps_port() const { return amqps_port_; }
   const std::string& dir() const { return dir_; }
   // The wharfd child's process id (-1 when it is not running), e.g. to read /proc/PID/status.
   pid_t pid() const { return pid_; }
@@ -66,6 +70,8 @@ class TestServer {
   uint16_t port_ = 0;
   uint16_t metrics_port_ = 0;
   uint16_t amqp_port_ = 0;
+  uint16_t tls_port_ = 0;
+  uint16_t amqps_port_ = 0;
 };
 
 // A fresh temporary directory under $TMPDIR (or /tmp), removed by the caller.

@@ -254,6 +254,75 @@ disk_free_low_bytes = 0
   EXPECT_NE(refused.message().find("HOST:PORT"), std::string_view::npos);
 }
 
+TEST_F(LoadConfigFileTest, ReadsTheTlsSection) {
+  ServerOptions options;
+  EXPECT_FALSE(options.tls.any());
+  Status s = Load(R"(
+[server]
+listen = "off"
+[tls]
+listen = "0.0.0.0:6681"
+amqp_listen = "127.0.0.1:6671"
+cert = "/etc/wharf/server.pem"
+key = "/etc/wharf/server.key"
+ca = "/etc/wharf/ca.pem"
+verify = "required"
+min_version = "1.3"
+ciphers = "ECDHE+AESGCM"
+ciphersuites = "TLS_AES_256_GCM_SHA384"
+cert_login = "distinguished_name"
+)",
+                  &options);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(options.listen_enabled);
+  const TlsOptions& t = options.tls;
+  EXPECT_TRUE(t.native_enabled);
+  EXPECT_EQ(t.native_host, "0.0.0.0");
+  EXPECT_EQ(t.native_port, 6681);
+  EXPECT_TRUE(t.amqp_enabled);
+  EXPECT_EQ(t.amqp_port, 6671);
+  EXPECT_EQ(t.settings.cert_file, "/etc/wharf/server.pem");
+  EXPECT_EQ(t.settings.key_file, "/etc/wharf/server.key");
+  EXPECT_EQ(t.settings.ca_file, "/etc/wharf/ca.pem");
+  EXPECT_EQ(t.settings.verify, net::PeerVerify::kRequired);
+  EXPECT_EQ(t.settings.min_version, "1.3");
+  EXPECT_EQ(t.settings.ciphers, "ECDHE+AESGCM");
+  EXPECT_EQ(t.settings.ciphersuites, "TLS_AES_256_GCM_SHA384");
+  EXPECT_EQ(t.cert_login, TlsOptions::CertLogin::kDistinguishedName);
+  EXPECT_TRUE(ValidateOptions(options).ok());
+  // "off" turns a TLS listener off again.
+  ASSERT_TRUE(Load("[tls]\nlisten = \"off\"\n", &options).ok());
+  EXPECT_FALSE(options.tls.native_enabled);
+}
+
+TEST_F(LoadConfigFileTest, RejectsBadTlsKeys) {
+  ExpectRejected("[tls]\ncertificate = \"x\"\n", "unknown key 'certificate' in [tls]");
+  ExpectRejected("[tls]\nverify = \"maybe\"\n", "verify must be");
+  ExpectRejected("[tls]\nlisten = \"nowhere\"\n", "[tls] listen");
+  ExpectRejected("[tls]\namqp_listen = 5671\n", "amqp_listen must be a string");
+  ExpectRejected("[tls]\ncert_login = \"email\"\n", "cert_login must be");
+}
+
+TEST(ValidateOptions, NoNativeListenerAtAllIsInvalidConfig) {
+  ServerOptions options;
+  options.listen_enabled = false;
+  Status s = ValidateOptions(options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find("needs [tls] listen"), std::string_view::npos) << s.ToString();
+  options.tls.native_enabled = true;
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
+TEST(ValidateOptions, CertLoginNeedsClientCertificatesAskedFor) {
+  ServerOptions options;
+  options.tls.cert_login = TlsOptions::CertLogin::kCommonName;
+  Status s = ValidateOptions(options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find("cert_login needs verify"), std::string_view::npos) << s.ToString();
+  options.tls.settings.verify = net::PeerVerify::kOptional;
+  EXPECT_TRUE(ValidateOptions(options).ok());
+}
+
 TEST_F(LoadConfigFileTest, EmptyFileKeepsDefaults) {
   ServerOptions options;
   ASSERT_TRUE(Load("# nothing here\n", &options).ok());
