@@ -169,21 +169,6 @@ Result<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const TlsClient
   return context;
 }
 
-std::string CertificateSubject(X509* certificate) {
-  if (!certificate) return "";
-  BIO* bio = BIO_new(BIO_s_mem());
-  if (!bio) return "";
-  std::string subject;
-  if (X509_NAME_print_ex(bio, X509_get_subject_name(certificate), 0,
-                         XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
-    char* data = nullptr;
-    long size = BIO_get_mem_data(bio, &data);
-    if (data && size > 0) subject.assign(data, static_cast<size_t>(size));
-  }
-  BIO_free(bio);
-  return subject;
-}
-
 std::string PeerCommonName(SSL* ssl) {
   if (!ssl) return "";
   X509* peer = SSL_get1_peer_certificate(ssl);
@@ -205,7 +190,17 @@ std::string PeerCommonName(SSL* ssl) {
 std::string PeerSubject(SSL* ssl) {
   if (!ssl) return "";
   X509* peer = SSL_get1_peer_certificate(ssl);
-  std::string subject = CertificateSubject(peer);
+  if (!peer) return "";
+  std::string subject;
+  if (BIO* bio = BIO_new(BIO_s_mem())) {
+    if (X509_NAME_print_ex(bio, X509_get_subject_name(peer), 0,
+                           XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0) {
+      char* data = nullptr;
+      long size = BIO_get_mem_data(bio, &data);
+      if (data && size > 0) subject.assign(data, static_cast<size_t>(size));
+    }
+    BIO_free(bio);
+  }
   X509_free(peer);
   return subject;
 }

@@ -51,9 +51,8 @@ Result<PeerVerify> ParsePeerVerify(const std::string& text);
 Result<std::shared_ptr<asio::ssl::context>> MakeServerTlsContext(const TlsServerSettings& s);
 Result<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const TlsClientSettings& s);
 
-// The subject of an X.509 certificate as one line, RFC 2253 ("CN=alice,O=Example").
-std::string CertificateSubject(X509* certificate);
-// The peer's certificate subject after a handshake ("" when it sent none).
+// The peer's certificate subject after a handshake, as one line in RFC 2253 form, most
+// specific part first ("O=Example,CN=alice"); "" when it sent none.
 std::string PeerSubject(SSL* ssl);
 // The common name (CN) of the peer's certificate subject, UTF-8 ("" when none).
 std::string PeerCommonName(SSL* ssl);

@@ -89,7 +89,8 @@ void Reload(const std::string& config_path, wharf::server::RotatingLogFile* log,
   spdlog::info(
       "SIGHUP: log reopened; {} users, the flow watermarks{} of {} reloaded (other settings "
       "need a restart)",
-      fresh.users.size(), tls.ok() && fresh.tls.any() ? " and the TLS files" : "", config_path);
+      fresh.users.size(), tls.ok() && server.tls_enabled() ? " and the TLS files" : "",
+      config_path);
 }
 
 int Run(int argc, char** argv) {

@@ -443,7 +443,7 @@ void Server::Accept(Listener& listener) {
 }
 
 Status Server::ReloadTls(const ServerOptions& options) {
-  if (!options_.tls.any()) return Status::Ok();  // no TLS listener: nothing uses the files
+  if (!tls_enabled()) return Status::Ok();  // no TLS listener: nothing uses the files
   WHARF_ASSIGN_OR_RETURN(auto fresh, net::MakeServerTlsContext(options.tls.settings));
   std::lock_guard lock(tls_mu_);
   tls_context_ = std::move(fresh);

@@ -67,6 +67,8 @@ class Server {
   // SIGHUP: the [tls] certificate, key and CA files read again; connections accepted from now
   // on use them, open ones keep theirs. On an error the old ones stay (and it is returned).
   Status ReloadTls(const ServerOptions& options);
+  // Whether it started with a TLS listener (ReloadTls has files to reload).
+  bool tls_enabled() const { return options_.tls.any(); }
   // Flow control's watermarks (at start, and on SIGHUP); checked every kFlowCheckInterval.
   void SetWatermarks(const ServerOptions& options);
 
