@@ -14,6 +14,10 @@ namespace wharf {
 namespace {
 
 class Tls : public ::testing::Test {
+ public:
+  // A certificate or key file the suite made (tests/integration/tls/make-certs.sh).
+  static std::string Cert(const std::string& name) { return *certs_ + "/" + name; }
+
  protected:
   static void SetUpTestSuite() {
     certs_ = new std::string(testing::MakeTempDir("wharf-tls-certs"));
@@ -28,7 +32,6 @@ class Tls : public ::testing::Test {
     delete certs_;
     certs_ = nullptr;
   }
-  static std::string Cert(const std::string& name) { return *certs_ + "/" + name; }
 
   // A config with a native TLS listener on a free port using `cert`/`key`, plus `extra` lines
   // in [tls]; in its own directory (returned path).
@@ -170,6 +173,23 @@ TEST_F(Tls, RequiredClientCertificatesRefuseClientsWithoutOne) {
   EXPECT_FALSE(Client::Connect(foreign).ok());
 }
 
+// Rewrites `config` with a TLS listener on `cert` and `key`, sends SIGHUP, and waits (4 s at
+// most) for the log to say `logged`.
+bool Reload(testing::TestServer& server, const std::string& config, const std::string& cert,
+            const std::string& key, const std::string& logged) {
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << "[tls]\nlisten = \"127.0.0.1:0\"\ncert = \"" << Tls::Cert(cert) << "\"\nkey = \""
+        << Tls::Cert(key) << "\"\n";
+  }
+  server.Signal(SIGHUP);
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (server.Log().find(logged) != std::string::npos) return true;
+  }
+  return false;
+}
+
 TEST_F(Tls, SighupReloadsTheCertificateForNewConnectionsAndKeepsOpenOnes) {
   std::string config = WriteConfig();
   testing::TestServer server({"--config", config});
@@ -177,36 +197,16 @@ TEST_F(Tls, SighupReloadsTheCertificateForNewConnectionsAndKeepsOpenOnes) {
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   EXPECT_FALSE(Client::Connect(TlsOptions(server, "other-ca.pem")).ok());
   // The operator replaces the certificate with one from the other CA and sends SIGHUP.
-  {
-    std::ofstream out(config, std::ios::trunc);
-    out << "[tls]\nlisten = \"127.0.0.1:0\"\ncert = \"" << Cert("other-server.pem")
-        << "\"\nkey = \"" << Cert("other-server.key") << "\"\n";
-  }
-  server.Signal(SIGHUP);
-  bool reloaded = false;
-  for (int i = 0; i < 200 && !reloaded; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    reloaded = server.Log().find("and the TLS files") != std::string::npos;
-  }
-  ASSERT_TRUE(reloaded) << server.Log();
+  ASSERT_TRUE(Reload(server, config, "other-server.pem", "other-server.key", "and the TLS files"))
+      << server.Log();
   auto after = Client::Connect(TlsOptions(server, "other-ca.pem"));
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   RoundTrip(**after, "after-reload");
   // The connection made before the reload was not dropped.
   RoundTrip(**before, "before-reload");
   // A broken file on the next SIGHUP keeps the files in use.
-  {
-    std::ofstream out(config, std::ios::trunc);
-    out << "[tls]\nlisten = \"127.0.0.1:0\"\ncert = \"" << Cert("other-server.pem")
-        << "\"\nkey = \"" << Cert("server.key") << "\"\n";
-  }
-  server.Signal(SIGHUP);
-  bool refused = false;
-  for (int i = 0; i < 200 && !refused; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    refused = server.Log().find("TLS files not reloaded") != std::string::npos;
-  }
-  ASSERT_TRUE(refused) << server.Log();
+  ASSERT_TRUE(Reload(server, config, "other-server.pem", "server.key", "TLS files not reloaded"))
+      << server.Log();
   EXPECT_NE(server.Log().find("does not match the certificate"), std::string::npos);
   EXPECT_TRUE(Client::Connect(TlsOptions(server, "other-ca.pem")).ok());
 }
