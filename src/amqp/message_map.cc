@@ -4,7 +4,7 @@
 #include <limits>
 #include <optional>
 
-#include "amqp/utf8.h"
+#include "common/utf8.h"
 
 namespace wharf::amqp {
 namespace {
@@ -87,6 +87,9 @@ Headers ToWharfHeaders(const FieldTable& table) {
   Headers headers;
   for (const auto& [key, value] : table.entries) {
     if (headers.contains(key)) continue;  // the first of duplicates wins
+    // Wharf's header names are text (the native protocol's map keys must be UTF-8); an AMQP
+    // consumer still gets this one, in the publisher's property bytes kept as they came.
+    if (!IsValidUtf8(key)) continue;
     if (auto v = ToHeaderValue(value)) headers.emplace(key, std::move(*v));
   }
   return headers;

@@ -15,8 +15,9 @@
 //     above INT64_MAX -> double); f, d -> double; D -> double (value / 10^scale); S ->
 //     std::string when valid UTF-8, else Bytes; x -> Bytes; T -> int64_t seconds (above
 //     INT64_MAX -> double). F (tables), A (arrays) and V (void) have no Wharf form and are
-//     left out of the view. With duplicate keys the first wins. user-id and cluster-id are
-//     not in the view.
+//     left out of the view, and so are keys that are not valid UTF-8 (Wharf's header names
+//     are text). With duplicate keys the first wins. user-id and cluster-id are not in the
+//     view.
 //
 // FromWharfMessage is the reverse, what an AMQP consumer sees of a message published natively
 // (no raw AMQP properties): each non-empty string property; delivery_mode 2 when persistent

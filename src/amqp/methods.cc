@@ -4,8 +4,8 @@
 #include <concepts>
 #include <type_traits>
 
-#include "amqp/utf8.h"
 #include "amqp/wire.h"
+#include "common/utf8.h"
 
 namespace wharf::amqp {
 namespace {

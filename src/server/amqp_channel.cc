@@ -12,6 +12,7 @@
 #include "broker/broker.h"
 #include "broker/rabbitmq_texts.h"
 #include "common/log_safe.h"
+#include "common/utf8.h"
 #include "server/amqp_content.h"
 
 namespace wharf::server {
@@ -19,25 +20,32 @@ namespace {
 
 constexpr uint16_t kExchange = 40, kQueue = 50, kBasic = 60;
 
-// Queue and exchange arguments as the broker reads them: integers of every width as int64,
-// longstr as text (bytes when not UTF-8), booleans; nested tables, arrays and the rest are
-// kept out (no argument the broker knows takes one).
-Headers ArgumentsToHeaders(const amqp::FieldTable& table) {
-  Headers out;
+// Queue, exchange and binding arguments as the broker reads them, into `out`: integers of
+// every width as int64, longstr as text (bytes when not UTF-8), booleans; nested tables,
+// arrays and the rest are kept out (no argument the broker knows takes one). A name that is
+// not UTF-8 is refused (the text returned; "" when all is well): names are text everywhere
+// else in Wharf (listings, the native protocol, definitions), and dropping one would widen
+// what a headers binding matches. RabbitMQ takes any bytes there (docs/amqp.md).
+std::string ArgumentsToHeaders(const amqp::FieldTable& table, Headers* out) {
   for (const auto& [key, value] : table.entries) {
-    if (auto i = value.AsInt()) {
-      out[key] = *i;
-    } else if (auto b = value.AsBool()) {
-      out[key] = *b;
-    } else if (const std::string* s = value.AsString()) {
-      out[key] = *s;
-    } else if (const auto* d = std::get_if<double>(&value.value)) {
-      out[key] = *d;
-    } else if (const auto* f = std::get_if<float>(&value.value)) {
-      out[key] = static_cast<double>(*f);
+    if (!IsValidUtf8(key)) {
+      return "argument name " + EscapeForLog(key) + " is not valid UTF-8";
     }
   }
-  return out;
+  for (const auto& [key, value] : table.entries) {
+    if (auto i = value.AsInt()) {
+      (*out)[key] = *i;
+    } else if (auto b = value.AsBool()) {
+      (*out)[key] = *b;
+    } else if (const std::string* s = value.AsString()) {
+      (*out)[key] = *s;
+    } else if (const auto* d = std::get_if<double>(&value.value)) {
+      (*out)[key] = *d;
+    } else if (const auto* f = std::get_if<float>(&value.value)) {
+      (*out)[key] = static_cast<double>(*f);
+    }
+  }
+  return "";
 }
 
 // A binding argument a headers exchange could not match as RabbitMQ does: a void, table or
@@ -493,7 +501,9 @@ void AmqpChannel::HandleExchangeDeclare(const amqp::ExchangeDeclare& m) {
   spec.durable = m.durable;
   spec.auto_delete = m.auto_delete;
   spec.internal = m.internal;
-  spec.arguments = ArgumentsToHeaders(m.arguments);
+  if (std::string bad = ArgumentsToHeaders(m.arguments, &spec.arguments); !bad.empty()) {
+    return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
+  }
   if (const amqp::FieldValue* ae = m.arguments.Find("alternate-exchange")) {
     if (const std::string* name = ae->AsString()) spec.alternate_exchange = *name;
   }
@@ -548,7 +558,9 @@ void AmqpChannel::HandleExchangeBind(const std::string& destination, const std::
   if (std::string bad = UnmatchableArgument(arguments); !bad.empty()) {
     return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
   }
-  spec.arguments = ArgumentsToHeaders(arguments);
+  if (std::string bad = ArgumentsToHeaders(arguments, &spec.arguments); !bad.empty()) {
+    return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
+  }
   ChangeBinding(
       spec, bind, no_wait,
       bind ? amqp::Method(amqp::ExchangeBindOk{}) : amqp::Method(amqp::ExchangeUnbindOk{}), cls,
@@ -588,7 +600,9 @@ void AmqpChannel::HandleQueueDeclare(const amqp::QueueDeclare& m) {
   spec.durable = m.durable;
   spec.exclusive = m.exclusive;
   spec.auto_delete = m.auto_delete;
-  spec.arguments = ArgumentsToHeaders(m.arguments);
+  if (std::string bad = ArgumentsToHeaders(m.arguments, &spec.arguments); !bad.empty()) {
+    return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
+  }
   if (!m.passive) {
     // A quorum queue's delivery limit counts returns; Wharf's x-max-attempts counts
     // deliveries. (The type itself is checked by the broker, on creation, as RabbitMQ does.)
@@ -630,7 +644,9 @@ void AmqpChannel::HandleQueueBind(std::string queue, const std::string& exchange
   if (std::string bad = UnmatchableArgument(arguments); !bad.empty()) {
     return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
   }
-  spec.arguments = ArgumentsToHeaders(arguments);
+  if (std::string bad = ArgumentsToHeaders(arguments, &spec.arguments); !bad.empty()) {
+    return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
+  }
   ChangeBinding(spec, bind, no_wait,
                 bind ? amqp::Method(amqp::QueueBindOk{}) : amqp::Method(amqp::QueueUnbindOk{}), cls,
                 mth);

@@ -8,8 +8,8 @@
 #include "amqp/properties.h"
 #include "amqp/reply.h"
 #include "amqp/sasl.h"
-#include "amqp/utf8.h"
 #include "common/log_safe.h"
+#include "common/utf8.h"
 #include "server/amqp_content.h"
 #include "wharf/version.h"
 
@@ -19,7 +19,7 @@ namespace {
 // A client property as the listings show it: native clients read it as a proto3 string, which
 // must be UTF-8; anything else is shown escaped.
 std::string ListingText(std::string_view text) {
-  return amqp::IsValidUtf8(text) ? CutForDisplay(text) : EscapeForLog(text);
+  return IsValidUtf8(text) ? CutForDisplay(text) : EscapeForLog(text);
 }
 
 const std::string* FindString(const amqp::FieldTable& table, std::string_view key) {

@@ -94,6 +94,22 @@ class AmqpConnection {
     return ToString(ok->queue);
   }
 
+  // Waits (10 s at most) for publisher confirms up to `tag`: true once a basic.ack covers it.
+  bool WaitConfirmed(uint64_t tag) {
+    uint64_t confirmed = 0;
+    while (confirmed < tag) {
+      amqp_frame_t frame;
+      timeval timeout{10, 0};
+      if (amqp_simple_wait_frame_noblock(conn_, &frame, &timeout) != AMQP_STATUS_OK ||
+          frame.frame_type != AMQP_FRAME_METHOD ||
+          frame.payload.method.id != AMQP_BASIC_ACK_METHOD) {
+        return false;
+      }
+      confirmed = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded)->delivery_tag;
+    }
+    return true;
+  }
+
   bool Publish(uint16_t channel, const std::string& exchange, const std::string& routing_key,
                const std::string& body, const amqp_basic_properties_t* properties,
                bool mandatory = false) {
@@ -461,10 +477,7 @@ TEST(Amqp, ConfirmedPersistentMessagesSurviveKill9) {
     props.delivery_mode = 2;
     props.message_id = amqp_cstring_bytes("id-7");
     ASSERT_TRUE(c.Publish(1, "", "kept", "survives", &props));
-    amqp_frame_t frame;
-    timeval timeout{10, 0};
-    ASSERT_EQ(amqp_simple_wait_frame_noblock(c.get(), &frame, &timeout), AMQP_STATUS_OK);
-    ASSERT_EQ(frame.payload.method.id, AMQP_BASIC_ACK_METHOD);
+    ASSERT_TRUE(c.WaitConfirmed(1));
     ASSERT_TRUE(server.Restart());  // kill -9, then start again on the same data
   }
   AmqpConnection c(server.amqp_port());
@@ -478,6 +491,94 @@ TEST(Amqp, ConfirmedPersistentMessagesSurviveKill9) {
   EXPECT_EQ(ToString(message.properties.message_id), "id-7");
   EXPECT_EQ(message.properties.delivery_mode, 2);
   amqp_destroy_message(&message);
+}
+
+// Regression (found while fuzzing the store's decoders, issue 18): AMQP lets a routing key, a
+// shortstr property and a table key be any bytes, and the store kept them in protobuf
+// `string` fields, which do not parse unless UTF-8: after a restart the confirmed messages were
+// dropped as "no readable body". A native consumer could not parse such a delivery either.
+TEST(Amqp, ConfirmedMessagesCarryingBytesThatAreNotUtf8SurviveARestartForBothProtocols) {
+  TestServer server;
+  const std::string key("\xff\xfe"), id("\xc3\x28"), header("\xff");
+  {
+    AmqpConnection c(server.amqp_port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.OpenChannel(1));
+    ASSERT_EQ(c.DeclareQueue(1, "raw", true, false, false), "raw");
+    amqp_queue_bind(c.get(), 1, amqp_cstring_bytes("raw"), amqp_cstring_bytes("amq.fanout"),
+                    amqp_empty_bytes, amqp_empty_table);
+    ASSERT_TRUE(c.Check("queue.bind"));
+    amqp_confirm_select(c.get(), 1);
+    ASSERT_TRUE(c.Check("confirm.select"));
+    amqp_basic_properties_t props{};
+    props._flags =
+        AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG | AMQP_BASIC_HEADERS_FLAG;
+    props.delivery_mode = 2;
+    props.message_id = amqp_cstring_bytes(id.c_str());
+    amqp_table_entry_t entry;
+    entry.key = amqp_cstring_bytes(header.c_str());
+    entry.value.kind = AMQP_FIELD_KIND_UTF8;
+    entry.value.value.bytes = amqp_cstring_bytes("v");
+    props.headers = {1, &entry};
+    ASSERT_TRUE(c.Publish(1, "amq.fanout", key, "for amqp", &props));
+    ASSERT_TRUE(c.Publish(1, "amq.fanout", key, "for native", &props));
+    ASSERT_TRUE(c.WaitConfirmed(2));
+    ASSERT_TRUE(server.Restart());  // kill -9, then start again on the same data
+  }
+  AmqpConnection c(server.amqp_port());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c.OpenChannel(1));
+  amqp_rpc_reply_t reply = amqp_basic_get(c.get(), 1, amqp_cstring_bytes("raw"), 1);
+  ASSERT_EQ(reply.reply.id, AMQP_BASIC_GET_OK_METHOD) << AmqpConnection::Describe(reply);
+  EXPECT_EQ(ToString(static_cast<amqp_basic_get_ok_t*>(reply.reply.decoded)->routing_key), key);
+  amqp_message_t message;
+  ASSERT_EQ(amqp_read_message(c.get(), 1, &message, 0).reply_type, AMQP_RESPONSE_NORMAL);
+  EXPECT_EQ(ToString(message.body), "for amqp");
+  EXPECT_EQ(ToString(message.properties.message_id), id);
+  ASSERT_EQ(message.properties.headers.num_entries, 1);  // the publisher's bytes, as they came
+  EXPECT_EQ(ToString(message.properties.headers.entries[0].key), header);
+  amqp_destroy_message(&message);
+
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  auto got = client->Receive("raw", 10, std::chrono::seconds(5));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 1u);
+  EXPECT_EQ((*got)[0].message.body, "for native");
+  EXPECT_EQ((*got)[0].routing_key, key);
+  EXPECT_EQ((*got)[0].message.properties.message_id, id);
+  EXPECT_TRUE((*got)[0].message.headers.empty()) << "Wharf's header names are UTF-8 only";
+  EXPECT_TRUE(client->Ping().ok()) << "the native connection parsed the delivery";
+}
+
+// The same bytes as an argument name: refused (a durable queue's record must load again), and
+// the broker restarts with the queue that was declared without it.
+TEST(Amqp, AnArgumentNameThatIsNotUtf8Is406) {
+  TestServer server;
+  {
+    AmqpConnection c(server.amqp_port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.OpenChannel(1));
+    amqp_table_entry_t entry;
+    entry.key = amqp_cstring_bytes("\xff");
+    entry.value.kind = AMQP_FIELD_KIND_I32;
+    entry.value.value.i32 = 1;
+    amqp_queue_declare(c.get(), 1, amqp_cstring_bytes("args"), 0, 1, 0, 0, {1, &entry});
+    const std::string error = c.LastError();
+    EXPECT_NE(error.find("channel.close 406 PRECONDITION_FAILED - argument name \"\\xff\" is "
+                         "not valid UTF-8"),
+              std::string::npos)
+        << error;
+    ASSERT_TRUE(c.OpenChannel(2));
+    ASSERT_EQ(c.DeclareQueue(2, "args", true, false, false), "args");
+    ASSERT_TRUE(server.Restart());
+  }
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  auto queues = client->ListQueues();
+  ASSERT_TRUE(queues.ok());
+  ASSERT_EQ(queues->size(), 1u);
+  EXPECT_EQ((*queues)[0].name, "args");
 }
 
 }  // namespace

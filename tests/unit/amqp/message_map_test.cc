@@ -50,6 +50,17 @@ TEST(AmqpMessageMap, PropertiesToWharf) {
   EXPECT_TRUE(m.headers.empty());
 }
 
+// Wharf's header names are text: a key that is not UTF-8 stays out of the view (an AMQP
+// consumer still gets it in the raw property bytes); its value does not matter.
+TEST(AmqpMessageMap, AHeaderNameThatIsNotUtf8IsLeftOutOfTheView) {
+  FieldTable table;
+  table.Set("\xff\xfe", FieldValue::LongStr("v"));
+  table.Set("ok", FieldValue::LongStr("\xff"));
+  Headers headers = ToWharfHeaders(table);
+  ASSERT_EQ(headers.size(), 1u);
+  EXPECT_EQ(headers.at("ok"), HeaderValue(Bytes{"\xff"}));
+}
+
 TEST(AmqpMessageMap, AbsentPropertiesClearTheView) {
   Message m;
   ToWharfMessage(AllProperties(), &m);

@@ -1,9 +1,9 @@
-#include "amqp/utf8.h"
+#include "common/utf8.h"
 
 #include <cstddef>
 #include <cstdint>
 
-namespace wharf::amqp {
+namespace wharf {
 
 bool IsValidUtf8(std::string_view text) {
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
@@ -44,4 +44,4 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
-}  // namespace wharf::amqp
+}  // namespace wharf

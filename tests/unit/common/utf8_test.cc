@@ -1,16 +1,16 @@
-// Unit tests for amqp/utf8.h.
-#include "amqp/utf8.h"
+// Unit tests for common/utf8.h.
+#include "common/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace wharf::amqp {
+namespace wharf {
 namespace {
 
 using namespace std::string_literals;
 
-TEST(AmqpUtf8, Valid) {
+TEST(Utf8, Valid) {
   for (const std::string& s :
        {""s, "ascii"s, "\0nul"s, "é"s, "東京"s, "\xf0\x9f\x90\x87"s, "\xef\xbf\xbf"s,
         "\xf4\x8f\xbf\xbf"s /* U+10FFFF */, "\xed\x9f\xbf"s /* U+D7FF */}) {
@@ -18,7 +18,7 @@ TEST(AmqpUtf8, Valid) {
   }
 }
 
-TEST(AmqpUtf8, Invalid) {
+TEST(Utf8, Invalid) {
   for (const std::string& s :
        {"\xff"s, "\x80"s, "\xc3"s /* cut */, "\xc0\x80"s /* overlong */, "\xe0\x80\xaf"s,
         "\xf0\x80\x80\xaf"s, "\xed\xa0\x80"s /* D800 */, "\xf4\x90\x80\x80"s /* 110000 */,
@@ -28,4 +28,4 @@ TEST(AmqpUtf8, Invalid) {
 }
 
 }  // namespace
-}  // namespace wharf::amqp
+}  // namespace wharf
