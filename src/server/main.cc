@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/protobuf_log.h"
 #include "server/log_file.h"
 #include "server/log_format.h"
 #include "server/options.h"
@@ -320,6 +321,8 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("wharfd"));
   SetLogFormat(wharf::server::LogFormat::kText, /*to_stderr=*/true);
+  // libprotobuf's own lines (a client's invalid UTF-8) go through spdlog, not past it.
+  wharf::protocol::InstallProtobufLogHandler();
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log_safe.h"
+#include "protocol/protobuf_log.h"
 #include "wharf/version.h"
 
 namespace wharf::server {
@@ -54,9 +55,11 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     }
   }
   if (!request.frame.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    const std::string why = protocol::TakeParseError();
     return Status(StatusCode::kMalformedFrame, "frame payload of " +
                                                    std::to_string(payload.size()) +
-                                                   " bytes is not a valid wharf.wire.v1.Frame");
+                                                   " bytes is not a valid wharf.wire.v1.Frame" +
+                                                   (why.empty() ? "" : ": " + CutForDisplay(why)));
   }
   request.request_id = request.frame.request_id();
   switch (stage_) {

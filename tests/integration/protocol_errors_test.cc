@@ -70,6 +70,23 @@ TEST_F(ProtocolErrorsTest, InvalidProtobufIsMalformedFrame) {
   EXPECT_EQ(raw.ExpectErrorThenClose(), pb::MALFORMED_FRAME);
 }
 
+// Regression: libprotobuf logged "[libprotobuf ERROR ...] String field ... contains invalid
+// UTF-8" to stderr itself, past spdlog (a raw line in a JSON log, written for any client that
+// asked), and the client was told only that its frame was not a valid Frame.
+TEST_F(ProtocolErrorsTest, InvalidUtf8IsMalformedFrameNamingTheFieldAndStaysOutOfTheLog) {
+  RawConnection raw(server_.port());
+  // Frame{request_id: 1, hello: Hello{protocol_version: 1, client_name: "\xff\xfe"}}.
+  const std::string frame("\x08\x01\x52\x06\x08\x01\x12\x02\xff\xfe", 10);
+  raw.SendBytes(LengthPrefix(frame.size()) + frame);
+  std::string message;
+  EXPECT_EQ(raw.ExpectErrorThenClose(&message), pb::MALFORMED_FRAME);
+  EXPECT_NE(message.find("string field 'wharf.wire.v1.Hello.client_name' is not valid UTF-8"),
+            std::string::npos)
+      << message;
+  // Through spdlog (at debug, formatted like every line), not libprotobuf's own "[libprotobuf".
+  EXPECT_EQ(server_.Log().find("[libprotobuf"), std::string::npos) << server_.Log();
+}
+
 TEST_F(ProtocolErrorsTest, TruncatedFrameIsReportedWhenTheStreamEnds) {
   RawConnection raw(server_.port());
   raw.Handshake();

@@ -93,9 +93,11 @@ class RawConnection {
     ASSERT_TRUE(auth_ok && auth_ok->has_authenticate_ok());
   }
 
-  // Reads the Error + Close pair the broker sends before closing; returns the error code.
-  pb::ErrorCode ExpectErrorThenClose() {
+  // Reads the Error + Close pair the broker sends before closing; returns the error code (and
+  // the error's message into `message`, when given).
+  pb::ErrorCode ExpectErrorThenClose(std::string* message = nullptr) {
     auto error = ReadFrame();
+    if (message && error && error->has_error()) *message = error->error().message();
     EXPECT_TRUE(error && error->has_error()) << (error ? error->DebugString() : "no frame");
     auto close = ReadFrame();
     EXPECT_TRUE(close && close->has_close()) << (close ? close->DebugString() : "no frame");
