@@ -7,16 +7,25 @@ PKGS := cmake g++ make pkg-config libasio-dev libspdlog-dev libprotobuf-dev prot
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JOBS ?= $(shell nproc)
 
-.PHONY: deps build build-default package run test test-build bench clean format
+.PHONY: deps build build-default package run test test-build fuzz bench clean format
 
-deps:
-	@missing=$$(for p in $(PKGS); do \
+# The fuzz targets' compiler and libFuzzer runtime (make fuzz only).
+FUZZ_PKGS := clang libclang-rt-14-dev
+FUZZ_SECONDS ?= 60
+
+# $(call install_missing,PACKAGES): apt-get installs those not installed yet.
+define install_missing
+@missing=$$(for p in $(1); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(PKGS))
 	@# Node and npm (the README's Node quick start test): any installed ones, else Debian's.
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
@@ -56,6 +65,18 @@ test: test-build package
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 300
 
+# libFuzzer targets (fuzz/, docs/testing.md "Fuzzing"), built with clang under
+# AddressSanitizer + UndefinedBehaviorSanitizer, each run for FUZZ_SECONDS (two at a time) from
+# its seed corpus and kept crash inputs. A crash fails the run and leaves the input in
+# build-fuzz/fuzz-work/<target>/; `make test` replays fuzz/regressions/ on every run.
+fuzz: deps
+	$(call install_missing,$(FUZZ_PKGS))
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DWHARF_FUZZ=ON -DWHARF_SANITIZE=address,undefined \
+	  -DWHARF_BUILD_TESTS=OFF -DWHARF_BUILD_BENCH=OFF -DWHARF_WERROR=ON
+	cmake --build build-fuzz -j $(JOBS) --target wharf_fuzzers
+	fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
 bench: build
 	@ls build/bench
 
@@ -63,4 +84,4 @@ format:
 	find src include tests bench \( -name "*.h" -o -name "*.cc" \) -print0 | xargs -0 clang-format -i
 
 clean:
-	rm -rf build build-asan build-default
+	rm -rf build build-asan build-default build-fuzz

@@ -63,6 +63,16 @@ struct FieldValue;
 using FieldArray = std::vector<FieldValue>;
 
 struct FieldTable {
+  // Declared here, defined below FieldValue: std::pair<std::string, FieldValue> needs
+  // FieldValue complete, and clang (unlike GCC) instantiates the implicit members here, inside
+  // FieldValue's own definition (its variant asks whether FieldTable is destructible).
+  FieldTable();
+  FieldTable(const FieldTable&);
+  FieldTable(FieldTable&&) noexcept;
+  FieldTable& operator=(const FieldTable&);
+  FieldTable& operator=(FieldTable&&) noexcept;
+  ~FieldTable();
+
   std::vector<std::pair<std::string, FieldValue>> entries;  // wire order kept
 
   // The first entry of that key, or null.
@@ -117,6 +127,12 @@ struct FieldValue {
   friend bool operator==(const FieldValue& a, const FieldValue& b);
 };
 
+inline FieldTable::FieldTable() = default;
+inline FieldTable::FieldTable(const FieldTable&) = default;
+inline FieldTable::FieldTable(FieldTable&&) noexcept = default;
+inline FieldTable& FieldTable::operator=(const FieldTable&) = default;
+inline FieldTable& FieldTable::operator=(FieldTable&&) noexcept = default;
+inline FieldTable::~FieldTable() = default;
 inline bool FieldTable::empty() const { return entries.empty(); }
 inline bool operator==(const FieldTable& a, const FieldTable& b) { return a.entries == b.entries; }
 

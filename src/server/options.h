@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/tls.h"
@@ -154,6 +155,8 @@ struct ServerOptions {
 
 // Reads a TOML config file over `options`. kInvalidConfig names the file, key and problem.
 Status LoadConfigFile(const std::string& path, ServerOptions* options);
+// The same for a config's text; `name` stands for the file in errors (fuzz/config_fuzzer.cc).
+Status ParseConfigText(std::string_view text, const std::string& name, ServerOptions* options);
 
 // Parses "host:port" (IPv6 as "[::1]:5680"). kInvalidConfig on error.
 Status ParseHostPort(const std::string& text, std::string* host, uint16_t* port);

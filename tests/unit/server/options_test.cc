@@ -470,6 +470,20 @@ TEST_F(LoadConfigFileTest, SyntaxErrorIsInvalidConfig) {
   EXPECT_NE(s.message().find(path), std::string_view::npos) << s.ToString();
 }
 
+// Regression: toml11 3.7 read past its buffer reporting a quoted key that is not UTF-8
+// (fuzz/config_fuzzer; the input is in fuzz/regressions/config). The text is checked first.
+TEST_F(LoadConfigFileTest, TextThatIsNotUtf8IsRefusedNamingTheLine) {
+  ExpectRejected("[server]\n'\xd3\xd3.'\xd3 = 1\n", "line 2 is not valid UTF-8");
+  ExpectRejected("# \xff\n", "line 1 is not valid UTF-8");
+}
+
+TEST_F(LoadConfigFileTest, ADirectoryIsInvalidConfig) {
+  ServerOptions options;
+  Status s = LoadConfigFile(dir_, &options);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(s.message().find("is a directory"), std::string_view::npos) << s.ToString();
+}
+
 TEST_F(LoadConfigFileTest, MissingFileIsInvalidConfig) {
   ServerOptions options;
   std::string path = (fs::path(dir_) / "absent.toml").string();
