@@ -10,8 +10,8 @@
 // Checked besides "no crash, no leak, no undefined behaviour":
 // - each payload is exactly the stream's bytes after its 4-byte prefix;
 // - when the frame parses, PeekFrame's request id is the parsed one and its counts are never
-//   below the parsed message's (the broker refuses too many headers from the count alone, so
-//   an undercount would let a frame of a million headers through unparsed-checked).
+//   below the parsed message's (the broker refuses too many headers from the count alone,
+//   before parsing, so an undercount would let a frame of a million headers be parsed).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
