@@ -32,8 +32,6 @@ std::string Dump(const Json& doc, bool pretty = true);
 int PrintJson(const Json& doc);
 
 bool IsUtf8(std::string_view text);
-std::string Base64Encode(std::string_view bytes);
-std::optional<std::string> Base64Decode(std::string_view text);
 
 // Typed header (and argument) values: booleans and numbers as JSON booleans and numbers, UTF-8
 // strings as strings, anything else as {"type": "bytes"|"string", "base64": "..."}.

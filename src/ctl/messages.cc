@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/base64.h"
 #include "ctl/ctl.h"
 #include "ctl/json.h"
 

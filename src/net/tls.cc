@@ -169,7 +169,44 @@ Result<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const TlsClient
   return context;
 }
 
-std::string PeerCommonName(SSL* ssl) {
+namespace {
+
+// SSL_CTX_set_client_hello_cb's callback: the handshake moves onto the current context.
+int OnClientHello(SSL* ssl, int* alert, void* arg) {
+  const auto* source = static_cast<const ServerTlsSource*>(arg);
+  ServerTls now = (*source)();  // holds the context while the handshake takes it over
+  if (!now.context) {
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_CLIENT_HELLO_ERROR;
+  }
+  SSL_CTX* ctx = now.context->native_handle();
+  // The certificate, its chain and key, and the CAs the peer's certificate is checked against
+  // (the SSL holds a reference to ctx from here on).
+  if (SSL_set_SSL_CTX(ssl, ctx) != ctx) {
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_CLIENT_HELLO_ERROR;
+  }
+  // What SSL_new copied from the base context, and SSL_set_SSL_CTX does not.
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), nullptr);
+  SSL_set_options(ssl, SSL_CTX_get_options(ctx));
+  if (SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx)) != 1 ||
+      (!now.settings.ciphers.empty() &&
+       SSL_set_cipher_list(ssl, now.settings.ciphers.c_str()) != 1) ||
+      (!now.settings.ciphersuites.empty() &&
+       SSL_set_ciphersuites(ssl, now.settings.ciphersuites.c_str()) != 1)) {
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_CLIENT_HELLO_ERROR;
+  }
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+}  // namespace
+
+void FollowServerTls(SSL_CTX* base, const ServerTlsSource* source) {
+  SSL_CTX_set_client_hello_cb(base, OnClientHello, const_cast<ServerTlsSource*>(source));
+}
+
+std::string PeerCommonName(const SSL* ssl) {
   if (!ssl) return "";
   X509* peer = SSL_get1_peer_certificate(ssl);
   if (!peer) return "";
@@ -187,7 +224,7 @@ std::string PeerCommonName(SSL* ssl) {
   return name;
 }
 
-std::string PeerSubject(SSL* ssl) {
+std::string PeerSubject(const SSL* ssl) {
   if (!ssl) return "";
   X509* peer = SSL_get1_peer_certificate(ssl);
   if (!peer) return "";

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <asio/ssl/context.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,10 +52,27 @@ Result<PeerVerify> ParsePeerVerify(const std::string& text);
 Result<std::shared_ptr<asio::ssl::context>> MakeServerTlsContext(const TlsServerSettings& s);
 Result<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const TlsClientSettings& s);
 
+// A server's TLS context as it is now, and the settings it was made from (SIGHUP replaces both
+// together; the context is null when the server has no TLS).
+struct ServerTls {
+  std::shared_ptr<asio::ssl::context> context;
+  TlsServerSettings settings;
+};
+using ServerTlsSource = std::function<ServerTls()>;
+
+// For a library that makes every connection's SSL from one SSL_CTX of its own (cpp-httplib's
+// SSLServer, server/metrics_server.h): sets `base` up so that each handshake, on its
+// ClientHello, moves onto the context `source` gives at that moment, with its certificate and
+// chain, CAs, client certificate checks, protocol versions, options and cipher lists. So a
+// reload reaches such a listener as it reaches the asio ones: new connections get the new
+// files, open ones keep theirs. A handshake is refused (internal_error) when `source` has no
+// context. `source` must outlive `base`.
+void FollowServerTls(SSL_CTX* base, const ServerTlsSource* source);
+
 // The peer's certificate subject after a handshake, as one line in RFC 2253 form, most
 // specific part first ("O=Example,CN=alice"); "" when it sent none.
-std::string PeerSubject(SSL* ssl);
+std::string PeerSubject(const SSL* ssl);
 // The common name (CN) of the peer's certificate subject, UTF-8 ("" when none).
-std::string PeerCommonName(SSL* ssl);
+std::string PeerCommonName(const SSL* ssl);
 
 }  // namespace wharf::net

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log_safe.h"
+#include "net/address.h"
 #include "net/tls.h"
 
 namespace wharf::server {
@@ -26,12 +27,8 @@ std::string Address(const asio::ip::tcp::socket& socket) {
 
 bool IsLoopback(const asio::ip::tcp::socket& socket) {
   asio::error_code ec;
-  auto address = socket.remote_endpoint(ec).address();
-  if (ec) return false;
-  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
-    return asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6()).is_loopback();
-  }
-  return address.is_loopback();
+  auto endpoint = socket.remote_endpoint(ec);
+  return !ec && net::IsLoopback(endpoint.address());
 }
 
 }  // namespace

@@ -138,8 +138,8 @@ int Run(int argc, char** argv) {
       ->type_name("HOST:PORT")
       ->check(HostPortCheck());
   app.add_option("--ready-file", ready_file,
-                 "Write \"host:port\" to FILE once listening (then \"metrics host:port\" when "
-                 "metrics are on and \"amqp host:port\" when AMQP is)")
+                 "Write \"host:port\" to FILE once listening (\"off\" without it), then a line "
+                 "\"NAME host:port\" per other listener: metrics, amqp, tls, amqps, https")
       ->type_name("FILE");
   app.add_flag("--repair", repair,
                "Repair a damaged message store (the --config and --data-dir of a normal start), "
@@ -271,6 +271,9 @@ int Run(int argc, char** argv) {
       if (options.tls.amqp_enabled) {
         out << "amqps " << options.tls.amqp_host << ":" << (*server)->amqps_port() << "\n";
       }
+      if (options.tls.metrics_enabled) {
+        out << "https " << options.tls.metrics_host << ":" << (*server)->metrics_tls_port() << "\n";
+      }
     }
     std::filesystem::rename(tmp, options.ready_file, ec);
     if (ec) return Fail("cannot write ready file: " + ec.message(), 1);
@@ -290,6 +293,10 @@ int Run(int argc, char** argv) {
   if (options.metrics_enabled) {
     status +=
         ", metrics on " + options.metrics_host + ":" + std::to_string((*server)->metrics_port());
+  }
+  if (options.tls.metrics_enabled) {
+    status += ", metrics over HTTPS on " + options.tls.metrics_host + ":" +
+              std::to_string((*server)->metrics_tls_port());
   }
   if (options.amqp.enabled) {
     status +=

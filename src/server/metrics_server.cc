@@ -11,13 +11,70 @@
 #include <cstring>
 #include <memory>
 
+#include "common/log_safe.h"
+
 namespace wharf::server {
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& host, uint16_t port,
-                                                            uint32_t workers, CollectFn collect,
-                                                            HealthFn health) {
+namespace {
+
+std::string CertificateUser(const httplib::Request& request, TlsOptions::CertLogin mode) {
+  // Only a certificate the handshake verified is there (verify = optional or required).
+  switch (mode) {
+    case TlsOptions::CertLogin::kOff:
+      return "";
+    case TlsOptions::CertLogin::kCommonName:
+      return net::PeerCommonName(request.ssl);
+    case TlsOptions::CertLogin::kDistinguishedName:
+      return net::PeerSubject(request.ssl);
+  }
+  return "";
+}
+
+// Answers the request itself (Handled) when `auth` refuses it.
+httplib::Server::HandlerResponse Authenticate(const HttpAuth& auth, TlsOptions::CertLogin mode,
+                                              const std::string& scheme,
+                                              const httplib::Request& request,
+                                              httplib::Response& response) {
+  HttpAuth::Request asked{request.get_header_value("Authorization"), CertificateUser(request, mode),
+                          request.remote_addr};
+  HttpAuth::Answer answer = auth.Check(asked);
+  if (answer.status == 200) return httplib::Server::HandlerResponse::Unhandled;
+  response.status = answer.status;
+  if (answer.status == 401) response.set_header("WWW-Authenticate", "Basic realm=\"wharf\"");
+  response.set_content(answer.reason + "\n", "text/plain");
+  // 429 comes only after failures that were logged; the rest is worth a line each.
+  if (answer.status == 429) {
+    spdlog::debug("{} peer={} {} {} refused: {}", scheme, request.remote_addr, request.method,
+                  LogSafe(request.path), answer.reason);
+  } else {
+    spdlog::warn("{} peer={} user={} {} {} refused ({}): {}", scheme, request.remote_addr,
+                 LogSafe(answer.user), request.method, LogSafe(request.path), answer.status,
+                 LogSafe(answer.reason));
+  }
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Config config) {
   std::unique_ptr<MetricsServer> server(new MetricsServer());
-  auto http = std::make_unique<httplib::Server>();
+  const std::string scheme = config.tls ? "https" : "http";
+  std::unique_ptr<httplib::Server> http;
+  if (config.tls) {
+    const net::ServerTlsSource* source = config.tls;
+    auto https = std::make_unique<httplib::SSLServer>([source](SSL_CTX& ctx) {
+      // A bare context: each handshake moves onto the broker's current one (net/tls.h).
+      net::FollowServerTls(&ctx, source);
+      return true;
+    });
+    if (!https->is_valid()) {
+      return Status(StatusCode::kIoError, "cannot set up TLS for the HTTPS metrics listener");
+    }
+    http = std::move(https);
+  } else {
+    http = std::make_unique<httplib::Server>();
+  }
+  const uint32_t workers = config.workers;
   // cpp-httplib gives each connection a worker until it closes or goes idle, so idle and slow
   // clients are kept from the workers three ways (issue 15: 8 idle sockets held the one
   // worker and /healthz timed out):
@@ -41,25 +98,37 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
   http->set_write_timeout(kIoTimeout);
   http->set_keep_alive_timeout(kIdleTimeout.count());
   http->set_keep_alive_max_count(100);
-  http->Get("/metrics", [collect](const httplib::Request&, httplib::Response& res) {
-    auto text = collect();
-    if (!text) {
-      res.status = 503;
-      res.set_content("the broker thread did not answer in time\n", "text/plain");
-      return;
-    }
-    res.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
-  });
-  http->Get("/healthz", [health](const httplib::Request&, httplib::Response& res) {
-    std::string problem = health();
-    res.status = problem.empty() ? 200 : 503;
-    res.set_content(problem.empty() ? "ok\n" : problem + "\n", "text/plain");
-  });
+  if (config.auth) {
+    http->set_pre_routing_handler(
+        [auth = config.auth, mode = config.cert_login, scheme](const httplib::Request& request,
+                                                               httplib::Response& response) {
+          return Authenticate(*auth, mode, scheme, request, response);
+        });
+  }
+  http->Get("/metrics",
+            [collect = std::move(config.collect)](const httplib::Request&, httplib::Response& res) {
+              auto text = collect();
+              if (!text) {
+                res.status = 503;
+                res.set_content("the broker thread did not answer in time\n", "text/plain");
+                return;
+              }
+              res.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
+            });
+  http->Get("/healthz",
+            [health = std::move(config.health)](const httplib::Request&, httplib::Response& res) {
+              std::string problem = health();
+              res.status = problem.empty() ? 200 : 503;
+              res.set_content(problem.empty() ? "ok\n" : problem + "\n", "text/plain");
+            });
+  const std::string& host = config.host;
+  const uint16_t port = config.port;
   int bound =
       port == 0 ? http->bind_to_any_port(host) : (http->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) {
-    return Status(StatusCode::kIoError, "cannot listen for metrics on " + host + ":" +
-                                            std::to_string(port) + ": " + std::strerror(errno));
+    return Status(StatusCode::kIoError, "cannot listen for metrics (" + scheme + ") on " + host +
+                                            ":" + std::to_string(port) + ": " +
+                                            std::strerror(errno));
   }
   // Listening again on a listening socket only sets its queue length (listen(2)).
   if (*listen_fd >= 0 && ::listen(*listen_fd, SOMAXCONN) != 0) {
@@ -68,8 +137,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& h
   server->port_ = static_cast<uint16_t>(bound);
   httplib::Server* raw = http.get();
   server->http_ = std::move(http);
-  server->thread_ = std::thread([raw] {
-    pthread_setname_np(pthread_self(), "wharf-metrics");
+  server->thread_ = std::thread([raw, tls = config.tls != nullptr] {
+    pthread_setname_np(pthread_self(), tls ? "wharf-https" : "wharf-metrics");
     raw->listen_after_bind();
   });
   // Stop() before the thread is listening would not reach it: wait until it is.

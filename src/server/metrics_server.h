@@ -1,11 +1,16 @@
 // server/metrics_server.h
 //
-// MetricsServer is wharfd's HTTP listener for operators (`--metrics-listen HOST:PORT`):
+// MetricsServer is one of wharfd's HTTP listeners for operators (`--metrics-listen HOST:PORT`
+// in clear text, [tls] metrics_listen over HTTPS; one MetricsServer each):
 //   GET /metrics  Prometheus text format (server/metrics.h)
 //   GET /healthz  200 "ok" when the broker thread answers and the store writes; 503 and the
 //                 reason otherwise
 // HTTP is cpp-httplib (Debian's libcpp-httplib-dev): a well-kept library rather than a parser
-// of our own on a port that faces monitoring systems (docs/operations.md).
+// of our own on a port that faces monitoring systems (docs/operations.md). Over HTTPS the TLS is
+// cpp-httplib's SSLServer on OpenSSL, whose one context follows the broker's current [tls]
+// context handshake by handshake (net::FollowServerTls), so SIGHUP reaches it too. With `auth`,
+// every request must come from a broker user (server/http_auth.h); a refusal is 401 with
+// WWW-Authenticate (Basic realm "wharf"), or 403, 429, 503, and a line in the log.
 //
 // Threads: "wharf-metrics" accepts; a pool of `workers` (cpp-httplib's ThreadPool, [server]
 // metrics_threads, default 4) reads requests and answers. Idle and slow clients cannot hold
@@ -26,6 +31,9 @@
 #include <string>
 #include <thread>
 
+#include "net/tls.h"
+#include "server/http_auth.h"
+#include "server/options.h"
 #include "wharf/result.h"
 
 namespace httplib {
@@ -45,10 +53,22 @@ class MetricsServer {
   static constexpr std::chrono::seconds kIdleTimeout{1};  // cpp-httplib counts whole seconds
   static constexpr std::chrono::seconds kIoTimeout{2};
 
-  // Binds host:port (0 = any free port) and starts the threads. kIoError when it cannot bind.
-  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& host, uint16_t port,
-                                                      uint32_t workers, CollectFn collect,
-                                                      HealthFn health);
+  struct Config {
+    std::string host;
+    uint16_t port = 0;  // 0 = any free port
+    uint32_t workers = 4;
+    CollectFn collect;
+    HealthFn health;
+    // HTTPS with the broker's current TLS context when set (outlives the server).
+    const net::ServerTlsSource* tls = nullptr;
+    // Which user a verified client certificate names (HTTPS only).
+    TlsOptions::CertLogin cert_login = TlsOptions::CertLogin::kOff;
+    // Credentials asked of every request when set (outlives the server).
+    const HttpAuth* auth = nullptr;
+  };
+
+  // Binds host:port and starts the threads. kIoError when it cannot bind.
+  static Result<std::unique_ptr<MetricsServer>> Start(Config config);
   ~MetricsServer();  // Stop()
 
   uint16_t port() const { return port_; }

@@ -77,9 +77,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("server")) {
     const toml::value& server = root.at("server");
-    WHARF_RETURN_IF_ERROR(CheckKeys(
-        path, "server", server,
-        {"listen", "data_dir", "log_level", "io_threads", "metrics_listen", "metrics_threads"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(path, "server", server,
+                                    {"listen", "data_dir", "log_level", "io_threads",
+                                     "metrics_listen", "metrics_threads", "metrics_auth"}));
     std::string listen;
     WHARF_RETURN_IF_ERROR(ReadString(path, server, "listen", &listen));
     if (!listen.empty()) {
@@ -98,6 +98,7 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         ReadInt<uint32_t>(path, server, "io_threads", 0, 64, &options->io_threads));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, server, "metrics_threads", 1, 64, &options->metrics_threads));
+    WHARF_RETURN_IF_ERROR(ReadBool(path, server, "metrics_auth", &options->metrics_auth));
   }
   if (root.contains("amqp")) {
     const toml::value& amqp = root.at("amqp");
@@ -122,13 +123,15 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("tls")) {
     const toml::value& tls = root.at("tls");
-    WHARF_RETURN_IF_ERROR(CheckKeys(path, "tls", tls,
-                                    {"listen", "amqp_listen", "cert", "key", "ca", "verify",
-                                     "min_version", "ciphers", "ciphersuites", "cert_login"}));
+    WHARF_RETURN_IF_ERROR(
+        CheckKeys(path, "tls", tls,
+                  {"listen", "amqp_listen", "metrics_listen", "cert", "key", "ca", "verify",
+                   "min_version", "ciphers", "ciphersuites", "cert_login"}));
     TlsOptions& t = options->tls;
     for (auto [key, enabled, host, port] :
          {std::tuple{"listen", &t.native_enabled, &t.native_host, &t.native_port},
-          std::tuple{"amqp_listen", &t.amqp_enabled, &t.amqp_host, &t.amqp_port}}) {
+          std::tuple{"amqp_listen", &t.amqp_enabled, &t.amqp_host, &t.amqp_port},
+          std::tuple{"metrics_listen", &t.metrics_enabled, &t.metrics_host, &t.metrics_port}}) {
       std::string listen;
       WHARF_RETURN_IF_ERROR(ReadString(path, tls, key, &listen));
       if (listen.empty()) continue;

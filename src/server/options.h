@@ -50,12 +50,15 @@ struct TlsOptions {
   bool amqp_enabled = false;  // amqp_listen: AMQP 0-9-1 over TLS (AMQPS)
   std::string amqp_host = "127.0.0.1";
   uint16_t amqp_port = kDefaultAmqpsPort;
+  bool metrics_enabled = false;  // metrics_listen: /metrics and /healthz over HTTPS
+  std::string metrics_host = "127.0.0.1";
+  uint16_t metrics_port = 0;
   // Logins with the client certificate (SASL EXTERNAL, RabbitMQ's rabbitmq_auth_mechanism_ssl):
   // the user is the certificate's subject, whole (RFC 2253) or its common name. Off: EXTERNAL
   // is not offered and a client certificate is only a gate before the password login.
   enum class CertLogin { kOff, kCommonName, kDistinguishedName };
   CertLogin cert_login = CertLogin::kOff;
-  bool any() const { return native_enabled || amqp_enabled; }
+  bool any() const { return native_enabled || amqp_enabled || metrics_enabled; }
 };
 
 struct ServerOptions {
@@ -66,7 +69,11 @@ struct ServerOptions {
   bool metrics_enabled = false;
   std::string metrics_host = "127.0.0.1";
   uint16_t metrics_port = 0;     // 0 = any free port
-  uint32_t metrics_threads = 4;  // [server] metrics_threads: HTTP workers
+  uint32_t metrics_threads = 4;  // [server] metrics_threads: HTTP workers (per listener)
+  // [server] metrics_auth: /metrics and /healthz (on both HTTP listeners) answer only requests
+  // with a broker user's credentials (HTTP Basic, or a client certificate with [tls]
+  // cert_login); server/http_auth.h.
+  bool metrics_auth = false;
   std::string data_dir = "./data";
   std::string log_level = "info";
   // [log]: where the log goes (stderr when empty), rotated at max_bytes (0 = never) keeping

@@ -115,7 +115,8 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
   const TlsOptions& tls = options.tls;
   if (tls.any()) {
-    WHARF_ASSIGN_OR_RETURN(server->tls_context_, net::MakeServerTlsContext(tls.settings));
+    WHARF_ASSIGN_OR_RETURN(server->tls_.context, net::MakeServerTlsContext(tls.settings));
+    server->tls_.settings = tls.settings;
   }
   auto native_codec = [](Connection& connection) {
     return std::make_unique<NativeCodec>(connection);
@@ -201,17 +202,31 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (server->amqps_.acceptor) {
     spdlog::info("AMQP 0-9-1 over TLS listening on {}:{}", tls.amqp_host, server->amqps_.port);
   }
-  if (options.metrics_enabled) {
-    auto metrics = MetricsServer::Start(
-        options.metrics_host, options.metrics_port, options.metrics_threads,
-        [raw] { return raw->CollectMetrics(); }, [raw] { return raw->HealthProblem(); });
+  if (options.metrics_auth) {
+    server->http_auth_ = std::make_unique<HttpAuth>(
+        server->users_.get(), server->login_checker_.get(), server->login_throttle_.get());
+  }
+  server->tls_source_ = [raw] { return raw->CurrentTls(); };
+  for (bool https : {false, true}) {
+    if (!(https ? tls.metrics_enabled : options.metrics_enabled)) continue;
+    MetricsServer::Config config;
+    config.host = https ? tls.metrics_host : options.metrics_host;
+    config.port = https ? tls.metrics_port : options.metrics_port;
+    config.workers = options.metrics_threads;
+    config.collect = [raw] { return raw->CollectMetrics(); };
+    config.health = [raw] { return raw->HealthProblem(); };
+    config.tls = https ? &server->tls_source_ : nullptr;
+    config.cert_login = tls.cert_login;
+    config.auth = server->http_auth_.get();
+    auto metrics = MetricsServer::Start(std::move(config));
     if (!metrics.ok()) {
       server->Stop();
       return metrics.status();
     }
-    server->metrics_ = std::move(*metrics);
-    spdlog::info("metrics on http://{}:{}/metrics and /healthz", options.metrics_host,
-                 server->metrics_->port());
+    spdlog::info("metrics on {}://{}:{}/metrics and /healthz{}", https ? "https" : "http",
+                 https ? tls.metrics_host : options.metrics_host, (*metrics)->port(),
+                 options.metrics_auth ? ", for broker users only ([server] metrics_auth)" : "");
+    (https ? server->metrics_tls_ : server->metrics_) = std::move(*metrics);
   }
   return server;
 }
@@ -413,12 +428,7 @@ void Server::Accept(Listener& listener) {
     }
     std::unique_ptr<net::Stream> stream;
     if (listener.tls) {
-      std::shared_ptr<asio::ssl::context> tls;
-      {
-        std::lock_guard lock(tls_mu_);
-        tls = tls_context_;
-      }
-      stream = std::make_unique<net::Stream>(std::move(socket), std::move(tls));
+      stream = std::make_unique<net::Stream>(std::move(socket), CurrentTls().context);
     } else {
       stream = std::make_unique<net::Stream>(std::move(socket));
     }
@@ -446,8 +456,13 @@ Status Server::ReloadTls(const ServerOptions& options) {
   if (!tls_enabled()) return Status::Ok();  // no TLS listener: nothing uses the files
   WHARF_ASSIGN_OR_RETURN(auto fresh, net::MakeServerTlsContext(options.tls.settings));
   std::lock_guard lock(tls_mu_);
-  tls_context_ = std::move(fresh);
+  tls_ = net::ServerTls{std::move(fresh), options.tls.settings};
   return Status::Ok();
+}
+
+net::ServerTls Server::CurrentTls() {
+  std::lock_guard lock(tls_mu_);
+  return tls_;
 }
 
 void Server::AfterBrokerWork() {
@@ -477,7 +492,9 @@ void Server::Stop() {
     if (stopping_) return;
     stopping_ = true;
   }
-  if (metrics_) metrics_->Stop();  // its handlers ask the broker thread
+  // Their handlers ask the broker thread, and wait for the login threads.
+  if (metrics_) metrics_->Stop();
+  if (metrics_tls_) metrics_tls_->Stop();
   {
     std::lock_guard lock(mu_);
     if (threads_.empty()) return;  // Start() failed before any thread ran

@@ -57,6 +57,8 @@ class Server {
   uint16_t amqps_port() const { return amqps_.port; }
   // The metrics listener's port; 0 when it is off.
   uint16_t metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+  // The HTTPS metrics listener's port ([tls] metrics_listen); 0 when it is off.
+  uint16_t metrics_tls_port() const { return metrics_tls_ ? metrics_tls_->port() : 0; }
 
   // Stops accepting, lets each connection finish what it sent, closes every connection with
   // a Close frame, then joins the threads. Idempotent.
@@ -99,6 +101,8 @@ class Server {
   // /healthz' problem ("" when healthy).
   std::optional<std::string> CollectMetrics();
   std::string HealthProblem();
+  // The TLS context and settings new connections get now (any thread).
+  net::ServerTls CurrentTls();
   // I/O thread 0, every kFlowCheckInterval: blocks or unblocks publishing (docs/operations.md).
   void CheckFlow();
   static constexpr std::chrono::milliseconds kFlowCheckInterval{250};
@@ -118,10 +122,12 @@ class Server {
   Listener native_tls_;  // I/O thread 0; no acceptor unless [tls] listen
   Listener amqps_;       // I/O thread 0; no acceptor unless [tls] amqp_listen
 
-  // Guarded by tls_mu_: the TLS settings and files new connections get (null without TLS
-  // listeners); replaced whole on SIGHUP.
+  // Guarded by tls_mu_: the TLS settings and files new connections get (a null context without
+  // TLS listeners); replaced whole on SIGHUP.
   std::mutex tls_mu_;
-  std::shared_ptr<asio::ssl::context> tls_context_;
+  net::ServerTls tls_;
+  // CurrentTls() for the HTTPS listener's handshakes (any thread; outlives metrics_tls_).
+  net::ServerTlsSource tls_source_;
 
   // The message store: its own threads; completions are posted to the broker thread.
   std::unique_ptr<store::RocksDbStore> store_;
@@ -141,8 +147,12 @@ class Server {
   // What all connections hold in partial frames (server/frame_budget.h).
   std::unique_ptr<FrameBudget> frame_budget_;
 
-  // Stopped first in Stop(): its handlers post to the broker thread.
+  // Credentials on the HTTP listeners ([server] metrics_auth); null when not asked.
+  std::unique_ptr<HttpAuth> http_auth_;
+  // Stopped first in Stop(): their handlers post to the broker thread. The clear-text and the
+  // HTTPS listener; each null when off.
   std::unique_ptr<MetricsServer> metrics_;
+  std::unique_ptr<MetricsServer> metrics_tls_;
 
   // Confined to the broker thread.
   std::unique_ptr<broker::Broker> broker_;

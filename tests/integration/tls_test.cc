@@ -1,7 +1,9 @@
-// TLS on the native listener (issue 18, "TLS"; docs/security.md): the real wharfd with a
-// [tls] listener and throw-away certificates (tests/integration/tls/make-certs.sh), driven by
-// the C++ client and wharfctl. AMQPS with pika and openssl s_client: tls_test.py.
+// TLS on the native listener and the HTTPS metrics listener, and credentials on the metrics
+// listeners (issue 18, "TLS"; docs/security.md): the real wharfd with [tls] listeners and
+// throw-away certificates (tests/integration/tls/make-certs.sh), driven by the C++ client,
+// wharfctl and cpp-httplib's client. AMQPS with pika and openssl s_client: tls_test.py.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <csignal>
 #include <filesystem>
@@ -284,6 +286,111 @@ TEST_F(Tls, AClientCertificateLogsInAsTheUserItNames) {
   EXPECT_NE(unknown.status().ToString().find("'O=Wharf Tests,CN=alice', which is not a user"),
             std::string::npos)
       << unknown.status().ToString();
+}
+
+// An HTTPS client for the metrics listener trusting `ca`, with a client certificate when given.
+std::unique_ptr<httplib::SSLClient> Https(uint16_t port, const std::string& ca,
+                                          const std::string& cert = "",
+                                          const std::string& key = "") {
+  auto client = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", port)
+                             : std::make_unique<httplib::SSLClient>("127.0.0.1", port, cert, key);
+  client->set_ca_cert_path(ca.c_str());
+  client->enable_server_certificate_verification(true);
+  client->set_connection_timeout(5);
+  client->set_read_timeout(5);
+  return client;
+}
+
+// The status of GET `path`, or -1 when no response came (refused handshake, broken connection).
+template <typename HttpClient>
+int StatusOf(HttpClient& client, const std::string& path) {
+  auto res = client.Get(path.c_str());
+  return res ? res->status : -1;
+}
+
+TEST_F(Tls, MetricsOverHttpsFollowTheCertificateAcrossReloads) {
+  std::string config = WriteConfig("server", "metrics_listen = \"127.0.0.1:0\"\n");
+  testing::TestServer server({"--config", config, "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(server.https_port(), 0) << server.Log();
+  auto https = Https(server.https_port(), Cert("ca.pem"));
+  auto res = https->Get("/metrics");
+  ASSERT_TRUE(res) << httplib::to_string(res.error());
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find("wharf_"), std::string::npos);
+  EXPECT_EQ(StatusOf(*https, "/healthz"), 200);
+  // The clear-text listener beside it still answers; clear text to the HTTPS port does not get
+  // an answer, nor does a client that trusts another CA.
+  httplib::Client plain_to_https("127.0.0.1", server.https_port());
+  plain_to_https.set_read_timeout(5);
+  EXPECT_EQ(StatusOf(plain_to_https, "/metrics"), -1);
+  httplib::Client plain("127.0.0.1", server.metrics_port());
+  EXPECT_EQ(StatusOf(plain, "/metrics"), 200);
+  EXPECT_EQ(StatusOf(*Https(server.https_port(), Cert("other-ca.pem")), "/metrics"), -1);
+  EXPECT_NE(server.Log().find("metrics on https://127.0.0.1:"), std::string::npos);
+
+  // SIGHUP with the certificate from the other CA: the HTTPS listener serves it from then on.
+  ASSERT_TRUE(Reload(server, config, "other-server.pem", "other-server.key", "and the TLS files"))
+      << server.Log();
+  EXPECT_EQ(StatusOf(*Https(server.https_port(), Cert("other-ca.pem")), "/metrics"), 200);
+  EXPECT_EQ(StatusOf(*Https(server.https_port(), Cert("ca.pem")), "/metrics"), -1);
+}
+
+TEST_F(Tls, MetricsAuthAsksEveryRequestForABrokerUserOnBothListeners) {
+  std::string tls = "metrics_listen = \"127.0.0.1:0\"\nverify = \"optional\"\nca = \"" +
+                    Cert("ca.pem") + "\"\ncert_login = \"common_name\"\n";
+  testing::TestServer server(
+      {"--config",
+       WriteConfig(
+           "server",
+           tls + "[server]\nmetrics_auth = true\n[auth]\nfailure_delay_ms = 1000\n" + kAliceUser),
+       "--metrics-listen", "127.0.0.1:0"});
+  ASSERT_NE(server.https_port(), 0) << server.Log();
+  httplib::Client plain("127.0.0.1", server.metrics_port());
+  auto https = Https(server.https_port(), Cert("ca.pem"));
+  for (const char* path : {"/metrics", "/healthz"}) {
+    // No credentials: 401 with the challenge, on both listeners.
+    auto res = plain.Get(path);
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(res->status, 401) << path;
+    EXPECT_EQ(res->get_header_value("WWW-Authenticate"), "Basic realm=\"wharf\"");
+    EXPECT_NE(res->body.find("credentials required"), std::string::npos) << res->body;
+    EXPECT_EQ(StatusOf(*https, path), 401) << path;
+    // A broker user's password: served.
+    plain.set_basic_auth("alice", "change-me");
+    https->set_basic_auth("alice", "change-me");
+    EXPECT_EQ(StatusOf(plain, path), 200) << path;
+    EXPECT_EQ(StatusOf(*https, path), 200) << path;
+    plain.set_basic_auth("", "");
+    https = Https(server.https_port(), Cert("ca.pem"));
+  }
+  // The built-in guest works from loopback, as for the protocols.
+  plain.set_basic_auth("guest", "guest");
+  EXPECT_EQ(StatusOf(plain, "/metrics"), 200);
+  // Not Basic, or not base64 of user:password: 401 saying so.
+  httplib::Headers bearer{{"Authorization", "Bearer abc"}};
+  auto res = httplib::Client("127.0.0.1", server.metrics_port()).Get("/metrics", bearer);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_NE(res->body.find("only HTTP Basic"), std::string::npos) << res->body;
+  // A wrong password: 401, and the address is throttled as after a failed protocol login; a
+  // request in the next second gets 429 even with the right password, then it is served.
+  plain.set_basic_auth("alice", "wrong");
+  EXPECT_EQ(StatusOf(plain, "/metrics"), 401);
+  plain.set_basic_auth("alice", "change-me");
+  res = plain.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 429);
+  EXPECT_NE(res->body.find("too many failed logins from 127.0.0.1"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'200));
+  EXPECT_EQ(StatusOf(plain, "/metrics"), 200);
+  EXPECT_NE(server.Log().find("user=\"alice\" GET \"/metrics\" refused (401): \"wrong user "
+                              "name or password\""),
+            std::string::npos)
+      << server.Log();
+  // A client certificate naming a user (CN=alice) stands in for the password over HTTPS.
+  auto by_certificate =
+      Https(server.https_port(), Cert("ca.pem"), Cert("client.pem"), Cert("client.key"));
+  EXPECT_EQ(StatusOf(*by_certificate, "/metrics"), 200);
 }
 
 TEST_F(Tls, BadTlsSettingsStopTheStartWithTheFileNamed) {

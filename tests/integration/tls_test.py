@@ -166,10 +166,24 @@ class ExternalTest(unittest.TestCase):
 
 class MinVersionTest(unittest.TestCase):
     def test_min_version_1_3_refuses_tls_1_2(self):
-        with broker_with('min_version = "1.3"', self) as broker:
-            port = broker.ports["amqps"]
-            self.assertIn("New, TLSv1.3, Cipher is TLS_", s_client(port))
-            self.assertIn("alert protocol version", s_client(port, "-tls1_2"))
+        with broker_with('min_version = "1.3"\nmetrics_listen = "127.0.0.1:0"', self) as broker:
+            for name in ("amqps", "https"):  # the HTTPS metrics listener follows [tls] too
+                port = broker.ports[name]
+                self.assertIn("New, TLSv1.3, Cipher is TLS_", s_client(port), name)
+                self.assertIn("alert protocol version", s_client(port, "-tls1_2"), name)
+
+    def test_the_cipher_lists_hold_on_every_tls_listener(self):
+        extra = ('ciphers = "ECDHE-RSA-AES256-GCM-SHA384"\n'
+                 'ciphersuites = "TLS_CHACHA20_POLY1305_SHA256"\nmetrics_listen = "127.0.0.1:0"')
+        with broker_with(extra, self) as broker:
+            for name in ("amqps", "tls", "https"):
+                port = broker.ports[name]
+                self.assertIn("Cipher is TLS_CHACHA20_POLY1305_SHA256", s_client(port), name)
+                self.assertIn("Cipher is ECDHE-RSA-AES256-GCM-SHA384",
+                              s_client(port, "-tls1_2"), name)
+                self.assertIn("Cipher is (NONE)",
+                              s_client(port, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256"),
+                              name)
 
 
 if __name__ == "__main__":

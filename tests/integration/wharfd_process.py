@@ -22,7 +22,8 @@ class Wharfd:
         self.process = subprocess.Popen(args, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         self.amqp_port = None
-        self.ports = {}  # "amqp", "amqps", "tls", "metrics" -> port, as the ready file says
+        # "amqp", "amqps", "tls", "metrics", "https" -> port, as the ready file says
+        self.ports = {}
         while time.time() < deadline and self.amqp_port is None:
             if os.path.exists(ready):
                 with open(ready) as f:

@@ -74,15 +74,16 @@ void TestServer::Launch() {
       // The plain native listener's "host:port", or "off".
       port_ =
           line == "off" ? 0 : static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
-      // "metrics host:port", "amqp host:port", "tls host:port" and "amqps host:port" follow
-      // when those listeners are on (the file is renamed into place whole).
-      amqp_port_ = tls_port_ = amqps_port_ = 0;
+      // "metrics host:port", "amqp host:port", "tls host:port", "amqps host:port" and "https
+      // host:port" follow when those listeners are on (the file is renamed into place whole).
+      amqp_port_ = tls_port_ = amqps_port_ = https_port_ = 0;
       while (std::getline(in, line)) {
         auto port = static_cast<uint16_t>(std::stoi(line.substr(line.rfind(':') + 1)));
         if (line.starts_with("metrics ")) metrics_port_ = port;
         if (line.starts_with("amqp ")) amqp_port_ = port;
         if (line.starts_with("tls ")) tls_port_ = port;
         if (line.starts_with("amqps ")) amqps_port_ = port;
+        if (line.starts_with("https ")) https_port_ = port;
       }
       return;
     }

@@ -37,6 +37,8 @@ class TestServer {
   // The TLS listeners' ports ([tls] listen and amqp_listen in a config file); 0 when off.
   uint16_t tls_port() const { return tls_port_; }
   uint16_t amqps_port() const { return amqps_port_; }
+  // The HTTPS metrics listener's port ([tls] metrics_listen); 0 when off.
+  uint16_t https_port() const { return https_port_; }
   const std::string& dir() const { return dir_; }
   // The wharfd child's process id (-1 when it is not running), e.g. to read /proc/PID/status.
   pid_t pid() const { return pid_; }
@@ -72,6 +74,7 @@ class TestServer {
   uint16_t amqp_port_ = 0;
   uint16_t tls_port_ = 0;
   uint16_t amqps_port_ = 0;
+  uint16_t https_port_ = 0;
 };
 
 // A fresh temporary directory under $TMPDIR (or /tmp), removed by the caller.

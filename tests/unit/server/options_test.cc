@@ -223,6 +223,7 @@ TEST_F(LoadConfigFileTest, ReadsLogMetricsAndRedriveKeys) {
   ServerOptions options;
   Status s = Load(R"([server]
 metrics_listen = "127.0.0.1:9568"
+metrics_auth = true
 [log]
 file = "/var/log/wharf/wharfd.log"
 max_bytes = 1048576
@@ -238,6 +239,7 @@ disk_free_low_bytes = 0
   EXPECT_TRUE(options.metrics_enabled);
   EXPECT_EQ(options.metrics_host, "127.0.0.1");
   EXPECT_EQ(options.metrics_port, 9568);
+  EXPECT_TRUE(options.metrics_auth);
   EXPECT_EQ(options.log_file, "/var/log/wharf/wharfd.log");
   EXPECT_EQ(options.log_max_bytes, 1u << 20);
   EXPECT_EQ(options.log_max_files, 3u);
@@ -246,6 +248,7 @@ disk_free_low_bytes = 0
   EXPECT_EQ(options.disk_free_low_bytes, 0u);
   ServerOptions defaults;
   EXPECT_FALSE(defaults.metrics_enabled) << "off unless asked for";
+  EXPECT_FALSE(defaults.metrics_auth) << "as RabbitMQ's Prometheus endpoint";
   EXPECT_EQ(defaults.memory_high_bytes, ServerOptions::kMemoryHighDefault) << "40% of RAM";
   EXPECT_EQ(defaults.disk_free_low_bytes, 512u << 20);
   ServerOptions bad;
@@ -263,6 +266,7 @@ listen = "off"
 [tls]
 listen = "0.0.0.0:6681"
 amqp_listen = "127.0.0.1:6671"
+metrics_listen = "0.0.0.0:9569"
 cert = "/etc/wharf/server.pem"
 key = "/etc/wharf/server.key"
 ca = "/etc/wharf/ca.pem"
@@ -281,6 +285,9 @@ cert_login = "distinguished_name"
   EXPECT_EQ(t.native_port, 6681);
   EXPECT_TRUE(t.amqp_enabled);
   EXPECT_EQ(t.amqp_port, 6671);
+  EXPECT_TRUE(t.metrics_enabled);
+  EXPECT_EQ(t.metrics_host, "0.0.0.0");
+  EXPECT_EQ(t.metrics_port, 9569);
   EXPECT_EQ(t.settings.cert_file, "/etc/wharf/server.pem");
   EXPECT_EQ(t.settings.key_file, "/etc/wharf/server.key");
   EXPECT_EQ(t.settings.ca_file, "/etc/wharf/ca.pem");
@@ -291,8 +298,9 @@ cert_login = "distinguished_name"
   EXPECT_EQ(t.cert_login, TlsOptions::CertLogin::kDistinguishedName);
   EXPECT_TRUE(ValidateOptions(options).ok());
   // "off" turns a TLS listener off again.
-  ASSERT_TRUE(Load("[tls]\nlisten = \"off\"\n", &options).ok());
+  ASSERT_TRUE(Load("[tls]\nlisten = \"off\"\nmetrics_listen = \"off\"\n", &options).ok());
   EXPECT_FALSE(options.tls.native_enabled);
+  EXPECT_FALSE(options.tls.metrics_enabled);
 }
 
 TEST_F(LoadConfigFileTest, RejectsBadTlsKeys) {

@@ -1,0 +1,59 @@
+// server/http_auth.h
+//
+// HttpAuth decides whether a request to the HTTP listeners (/metrics, /healthz; [server]
+// metrics_auth) comes from a broker user, with the same rules as a protocol login
+// (server/login.h): HTTP Basic credentials, each request checked by PBKDF2 on the login threads
+// (LoginChecker) after the failed-login throttle of its address (LoginThrottle), the built-in
+// guest from loopback addresses only; or a client certificate the TLS handshake verified that
+// names a configured or stored user ([tls] cert_login), without a password.
+//
+// The answers are HTTP's: 401 with a reason (the caller adds WWW-Authenticate) for missing or
+// wrong credentials, 403 for guest from afar, 429 while the address is throttled (never a wait:
+// a sleeping worker would be one fewer for everyone else), 503 when the login threads are full.
+// Until permissions and tags land (issue 18), every user who can log in may read metrics.
+//
+// Thread safety: thread-safe. Check blocks its caller (an HTTP worker) for one password check
+// at most.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "server/login_checker.h"
+#include "server/login_throttle.h"
+#include "server/user_directory.h"
+
+namespace wharf::server {
+
+class HttpAuth {
+ public:
+  struct Request {
+    std::string authorization;     // the Authorization header; "" when none
+    std::string certificate_user;  // the user a verified client certificate names; "" when none
+    std::string peer_address;      // as printed by asio (IPv4, IPv6, or IPv4 mapped in IPv6)
+  };
+  struct Answer {
+    int status = 200;    // 200, 401, 403, 429 or 503
+    std::string reason;  // why not (for the response and the log); "" for 200
+    std::string user;    // who asked, when known (also for a refusal, for the log)
+  };
+
+  // The longest a request waits for its password check (queued and run) before 503.
+  static constexpr std::chrono::seconds kCheckTimeout{10};
+
+  HttpAuth(const UserDirectory* users, LoginChecker* checker, LoginThrottle* throttle)
+      : users_(users), checker_(checker), throttle_(throttle) {}
+
+  Answer Check(const Request& request) const;
+
+ private:
+  Answer CheckPassword(const std::string& user, std::string password,
+                       const std::string& peer_address) const;
+
+  // Set at construction, then immutable; each thread-safe and outliving this.
+  const UserDirectory* const users_;
+  LoginChecker* const checker_;
+  LoginThrottle* const throttle_;
+};
+
+}  // namespace wharf::server
