@@ -1,5 +1,6 @@
-"""A real wharfd for the Python integration tests: started on free loopback ports with a
-temporary data directory (and an optional config file), stopped with SIGTERM.
+"""A real wharfd for the Python integration tests: started on free loopback ports (or another
+address of this machine's, for the loopback_guest test) with a temporary data directory (and an
+optional config file), stopped with SIGTERM.
 """
 import os
 import signal
@@ -9,12 +10,13 @@ import time
 
 
 class Wharfd:
-    def __init__(self, wharfd, config_text=None):
+    def __init__(self, wharfd, config_text=None, host="127.0.0.1", extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="wharf-py-")
         self.config = os.path.join(self.dir, "wharfd.toml")
         ready = os.path.join(self.dir, "ready")
-        args = [wharfd, "--listen", "127.0.0.1:0", "--amqp-listen", "127.0.0.1:0", "--data-dir",
-                os.path.join(self.dir, "data"), "--ready-file", ready, "--log-level", "debug"]
+        args = [wharfd, "--listen", host + ":0", "--amqp-listen", host + ":0", "--data-dir",
+                os.path.join(self.dir, "data"), "--ready-file", ready, "--log-level", "debug",
+                *extra_args]
         if config_text is not None:
             self.write_config(config_text)
             args += ["--config", self.config]
@@ -22,7 +24,8 @@ class Wharfd:
         self.process = subprocess.Popen(args, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         self.amqp_port = None
-        # "amqp", "amqps", "tls", "metrics", "https" -> port, as the ready file says
+        # "native" (the first line), "amqp", "amqps", "tls", "metrics", "https" -> port, as the
+        # ready file says
         self.ports = {}
         while time.time() < deadline and self.amqp_port is None:
             if os.path.exists(ready):
@@ -31,6 +34,8 @@ class Wharfd:
                         if " " in line:
                             name, address = line.split(" ", 1)
                             self.ports[name] = int(address.rsplit(":", 1)[1])
+                        elif ":" in line:
+                            self.ports["native"] = int(line.rsplit(":", 1)[1])
                 self.amqp_port = self.ports.get("amqp")
             time.sleep(0.02)
         if self.amqp_port is None:
