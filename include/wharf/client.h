@@ -22,6 +22,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,11 @@ class Client {
   // wharf::HashPassword / `wharfctl hash-password`: the password itself is never sent.
   Status PutUser(const std::string& name, const std::string& password_hash, bool admin);
   Status DeleteUser(const std::string& name);
+  // Sets a stored user's limits (admins only; RabbitMQ's set_user_limits). Each limit given
+  // (std::nullopt: left as it is) replaces the user's: negative clears it, 0 allows none.
+  // Connections and channels already open stay.
+  Status SetUserLimits(const std::string& name, std::optional<int64_t> max_connections,
+                       std::optional<int64_t> max_channels);
   Result<std::vector<UserInfo>> ListUsers();
 
   // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------

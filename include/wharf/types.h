@@ -217,10 +217,19 @@ struct ConsumerInfo {
   std::string activity;
 };
 
+// Per-user limits (RabbitMQ's set_user_limits): how many connections, and AMQP channels across
+// them, the user may have open at once. Negative: no limit; 0: none at all.
+struct UserLimits {
+  int64_t max_connections = -1;
+  int64_t max_channels = -1;
+  bool operator==(const UserLimits&) const = default;
+};
+
 struct UserInfo {
   std::string name;
   bool admin = false;  // may manage users
   std::string source;  // "config", "store" (made at runtime) or "builtin" (guest)
+  UserLimits limits;
 };
 
 // What an online backup wrote (Client::Backup; docs/operations.md, "Backup and restore").

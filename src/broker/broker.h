@@ -69,8 +69,10 @@ struct BrokerOptions {
   uint32_t max_receive_batch = 1000;       // cap on Receive.max_messages
   uint32_t max_receive_wait_ms = 60'000;   // cap on Receive.wait_ms
   uint32_t max_receives_per_session = 64;  // outstanding long polls per connection
-  PageLimits page_limits;                  // durable queues page to disk beyond these
-  uint32_t load_batch = 2'000;             // paged messages read back per store Load
+  // Consumers one session (an AMQP channel, a native connection) may hold; 0 = no limit.
+  uint32_t max_consumers_per_session = 65'535;
+  PageLimits page_limits;       // durable queues page to disk beyond these
+  uint32_t load_batch = 2'000;  // paged messages read back per store Load
   // While the store is failing, how often an empty synced commit checks whether it recovered.
   std::chrono::milliseconds store_probe_interval{1000};
   // Delayed messages (docs/scheduler.md): per durable queue, how many the RAM keeps of the

@@ -13,6 +13,17 @@ Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& qu
   thread_checker_.Check();
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
+  // First, as RabbitMQ does (a tag in use is refused as such below, whatever the count).
+  const uint32_t max_consumers = options_.max_consumers_per_session;
+  if (max_consumers != 0 && session->consumers.size() >= max_consumers &&
+      !session->consumers.contains(consumer_tag)) {
+    return Status(StatusCode::kResourceExhausted,
+                  session->amqp() ? "reached maximum (" + std::to_string(max_consumers) +
+                                        ") of consumers per channel"
+                                  : "this connection has " + std::to_string(max_consumers) +
+                                        " consumers, the most [limits] "
+                                        "max_consumers_per_channel allows; cancel one first");
+  }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
   WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms, session->amqp()));
   lease_ms = LeaseOf(*queue, lease_ms);

@@ -162,6 +162,16 @@ Status Client::DeleteUser(const std::string& name) {
   return impl_->CallStatus(std::move(frame));
 }
 
+Status Client::SetUserLimits(const std::string& name, std::optional<int64_t> max_connections,
+                             std::optional<int64_t> max_channels) {
+  pb::Frame frame;
+  auto* set = frame.mutable_set_user_limits();
+  set->set_name(name);
+  if (max_connections) set->set_max_connections(*max_connections);
+  if (max_channels) set->set_max_channels(*max_channels);
+  return impl_->CallStatus(std::move(frame));
+}
+
 Result<std::vector<UserInfo>> Client::ListUsers() {
   pb::Frame frame;
   frame.mutable_list_users();

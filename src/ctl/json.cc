@@ -352,7 +352,11 @@ Json ConnectionJson(const ConnectionInfo& c) {
 }
 
 Json UserJson(const UserInfo& u) {
-  return Json{{"name", u.name}, {"admin", u.admin}, {"source", u.source}};
+  // RabbitMQ's list_user_limits keys; a limit not set is left out.
+  Json limits = Json::object();
+  if (u.limits.max_connections >= 0) limits["max-connections"] = u.limits.max_connections;
+  if (u.limits.max_channels >= 0) limits["max-channels"] = u.limits.max_channels;
+  return Json{{"name", u.name}, {"admin", u.admin}, {"source", u.source}, {"limits", limits}};
 }
 
 Json DelayedJson(const DelayedInfo& m) {

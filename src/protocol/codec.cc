@@ -598,8 +598,15 @@ void ToWire(const UserInfo& info, wire::UserInfo* out) {
   out->set_name(info.name);
   out->set_admin(info.admin);
   out->set_source(info.source);
+  if (info.limits.max_connections >= 0) out->set_max_connections(info.limits.max_connections);
+  if (info.limits.max_channels >= 0) out->set_max_channels(info.limits.max_channels);
 }
 
-UserInfo FromWire(const wire::UserInfo& in) { return UserInfo{in.name(), in.admin(), in.source()}; }
+UserInfo FromWire(const wire::UserInfo& in) {
+  UserInfo info{in.name(), in.admin(), in.source(), {}};
+  if (in.has_max_connections()) info.limits.max_connections = in.max_connections();
+  if (in.has_max_channels()) info.limits.max_channels = in.max_channels();
+  return info;
+}
 
 }  // namespace wharf::protocol

@@ -692,6 +692,11 @@ void AmqpChannel::HandleConsume(const amqp::BasicConsume& m) {
                        "attempt to reuse consumer tag '" + CutForDisplay(m.consumer_tag) + "'", cls,
                        mth);
     }
+    // The channel's consumer limit (the broker's only RESOURCE_EXHAUSTED here): RabbitMQ's
+    // consumer_max_per_channel closes the connection with NOT_ALLOWED.
+    if (tag.status().code() == StatusCode::kResourceExhausted) {
+      return HardError(amqp::kNotAllowed, std::string(tag.status().message()), cls, mth);
+    }
     return Fail(tag.status(), cls, mth);
   }
   if (!m.no_wait) Reply(amqp::BasicConsumeOk{*tag});

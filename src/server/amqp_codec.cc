@@ -291,6 +291,11 @@ Status AmqpCodec::OnOpen(const amqp::Frame& frame) {
     return Fail(amqp::kNotAllowed, "vhost " + CutForDisplay(open.virtual_host) + " not found",
                 amqp::ConnectionOpen::kClassId, amqp::ConnectionOpen::kMethodId);
   }
+  // The user's max-connections is checked here, where RabbitMQ checks it.
+  if (Status slot = connection_.TakeUserSlot(); !slot.ok()) {
+    return Fail(amqp::kNotAllowed, std::string(slot.message()), amqp::ConnectionOpen::kClassId,
+                amqp::ConnectionOpen::kMethodId);
+  }
   session_ = std::make_shared<AmqpSession>(connection_.id(), connection_.user(), connection_.peer(),
                                            context_, connection_.core(), client_, frame_max_);
   // Listed from now on, channels or not (until CloseSessions' CloseOwner, posted after this).
@@ -438,7 +443,14 @@ Status AmqpCodec::OnMethod(const amqp::Frame& frame, bool* ends_batch) {
                                          ") has reached the negotiated channel_max (" +
                                          std::to_string(channel_max_) + ")");
     }
-    channels_.emplace(frame.channel, ChannelState{});
+    // The user's max-channels, across its connections: a connection error, as in RabbitMQ.
+    auto known = context_->users->Find(connection_.user());
+    auto slot = context_->user_usage->Take(UserUsage::Kind::kChannel, connection_.user(),
+                                           known ? known->limits.max_channels : -1);
+    if (!slot.ok()) return Fail(amqp::kNotAllowed, std::string(slot.status().message()));
+    ChannelState opened;
+    opened.user_slot = std::move(*slot);
+    channels_.emplace(frame.channel, std::move(opened));
     Queue(std::move(request));
     return Status::Ok();
   }
@@ -770,6 +782,8 @@ void AmqpCodec::PostResume() {
 void AmqpCodec::CloseSessions() {
   heartbeat_timer_.cancel();
   content_timer_.cancel();
+  // The socket is closed: the user may open these channels elsewhere at once.
+  for (auto& [number, channel] : channels_) channel.user_slot.Release();
   asio::post(*context_->broker_context,
              [session = session_, context = context_, core = connection_.core()] {
                if (session) session->CloseAll();

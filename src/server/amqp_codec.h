@@ -48,6 +48,7 @@ class AmqpCodec final : public Codec {
   }
   net::Framing initial_framing() const override { return net::Framing::kProtocolHeader; }
   bool drains_after_close() const override { return true; }
+  bool counts_user_at_login() const override { return false; }
   Status OnFrame(std::string_view frame, bool* ends_batch) override;
   bool holding() const override { return held_.has_value(); }
   void ReleaseHeld() override;
@@ -77,6 +78,8 @@ class AmqpCodec final : public Codec {
     std::chrono::steady_clock::duration content_age{};
     // More body came than the header said: dropped, and waiting for ever, as RabbitMQ does.
     bool overflowed = false;
+    // The channel's place in its user's max-channels (server/user_usage.h), while it is open.
+    UserUsage::Slot user_slot;
   };
   // A hard error: connection.close with it.
   struct HardError {

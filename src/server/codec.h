@@ -41,6 +41,9 @@ class Codec {
   // until the peer closes (or 5 s pass), instead of closing at once: a protocol whose peer
   // answers a close (AMQP's close-ok) then reads the close whole, never a reset.
   virtual bool drains_after_close() const { return false; }
+  // Whether the connection takes its place in the user's max-connections at login (the
+  // native protocol); AMQP takes it itself at connection.open, where RabbitMQ checks it.
+  virtual bool counts_user_at_login() const { return true; }
 
   // One complete frame. A non-OK status stops reading and closes the connection with it; after
   // Connection::NoteClientClosed it is the client's own close. `*ends_batch`: the request's

@@ -492,6 +492,15 @@ Status Connection::StartExternalLogin(const std::string& requested) {
   return Status::Ok();
 }
 
+Status Connection::TakeUserSlot() {
+  auto known = context_->users->Find(user_);
+  auto slot = context_->user_usage->Take(UserUsage::Kind::kConnection, user_,
+                                         known ? known->limits.max_connections : -1);
+  if (!slot.ok()) return slot.status();
+  user_slot_ = std::move(*slot);
+  return Status::Ok();
+}
+
 void Connection::FinishLogin(Status result) {
   if (state_ != State::kAuthChecking) return;  // closed meanwhile (handshake timeout, shutdown)
   login_.Record(result);
@@ -500,6 +509,14 @@ void Connection::FinishLogin(Status result) {
                  LogSafe(result.ToString(), kLogSafeStatusBytes));
     BeginClose(result, "login refused");
     return;
+  }
+  if (codec_->counts_user_at_login()) {
+    if (Status slot = TakeUserSlot(); !slot.ok()) {
+      spdlog::warn("conn={} peer={} user={} connection refused: {}", id_, peer_, LogSafe(user_),
+                   LogSafe(std::string(slot.message())));
+      BeginClose(slot, "user connection limit");
+      return;
+    }
   }
   state_ = State::kOpen;
   handshake_timer_.cancel();
@@ -665,6 +682,7 @@ void Connection::CloseSocket(std::string_view reason) {
     PostWaitingBatch();  // an ack read just before the peer closed still counts
     codec_->CloseSessions();
   }
+  user_slot_.Release();
   // `reason` is the broker's own text, never a client's.
   spdlog::info("conn={} peer={} user={} connection closed: {}", id_, peer_, LogSafe(user_), reason);
   context_->on_session_closed(id_);

@@ -64,6 +64,10 @@ class Connection final : public std::enable_shared_from_this<Connection> {
 
   // Thread: I/O. Starts reading.
   void Start();
+  // Thread: I/O. Takes this connection's place in its user's max-connections
+  // (server/user_usage.h) until it closes; kResourceExhausted with RabbitMQ's words when the
+  // user has that many open.
+  Status TakeUserSlot();
   // Thread: I/O. Sends `status` and closes (e.g. too many connections).
   void Refuse(const Status& status) { BeginClose(status, std::string(status.message())); }
   // Thread: I/O. Graceful stop: read no more, let the broker finish what was read, then send
@@ -227,6 +231,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::time_point read_started_;
   State state_ = State::kHandshake;
   std::string user_;
+  UserUsage::Slot user_slot_;  // once logged in (native) or opened (AMQP); given back at close
   bool reading_ = false;
   bool writing_ = false;
   bool client_closed_ = false;  // the client asked to close

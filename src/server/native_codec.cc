@@ -127,6 +127,7 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
     case wire::Frame::kBackup:
+    case wire::Frame::kSetUserLimits:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +

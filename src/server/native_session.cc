@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/log_safe.h"
 
 namespace wharf::server {
@@ -251,6 +253,7 @@ void NativeSession::HandleRequest(NativeRequest& request) {
     case wire::Frame::kPutUser:
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
+    case wire::Frame::kSetUserLimits:
       return HandleUserRequest(rid, frame);
     case wire::Frame::kBackup:
       return HandleBackup(rid, frame.backup().directory());
@@ -279,7 +282,24 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     const auto& put = frame.put_user();
     Status s = users.CheckChange(put.name(), &put.password_hash());
     if (!s.ok()) return ReplyStatus(rid, s);
-    store::StoredUser user{put.name(), put.password_hash(), put.admin()};
+    // A replaced user keeps its limits (as RabbitMQ's change_password keeps them).
+    auto existing = users.Find(put.name());
+    store::StoredUser user{put.name(), put.password_hash(), put.admin(),
+                           existing ? existing->limits : UserLimits{}};
+    batch.Add(store::StoreBatch::PutUser{user});
+    apply = [&users, user] { users.Put(user); };
+  } else if (frame.body_case() == wire::Frame::kSetUserLimits) {
+    const auto& set = frame.set_user_limits();
+    Status s = users.CheckLimitsChange(set.name());
+    if (!s.ok()) return ReplyStatus(rid, s);
+    auto existing = users.Find(set.name());  // there: both calls run on this thread
+    if (!existing) return ReplyStatus(rid, Status(StatusCode::kInternal, "user vanished"));
+    store::StoredUser user{set.name(), existing->password_hash, existing->admin, existing->limits};
+    // Negative: no limit (stored as such: -1).
+    if (set.has_max_connections())
+      user.limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
+    if (set.has_max_channels())
+      user.limits.max_channels = std::max<int64_t>(set.max_channels(), -1);
     batch.Add(store::StoreBatch::PutUser{user});
     apply = [&users, user] { users.Put(user); };
   } else {

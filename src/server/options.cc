@@ -181,16 +181,18 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
   }
   if (root.contains("limits")) {
     const toml::value& limits = root.at("limits");
-    WHARF_RETURN_IF_ERROR(
-        CheckKeys(path, "limits", limits,
-                  {"max_message_bytes", "max_headers", "max_connections", "handshake_timeout_ms",
-                   "reserved_fds", "partial_frame_bytes", "frame_timeout_ms"}));
+    WHARF_RETURN_IF_ERROR(CheckKeys(
+        path, "limits", limits,
+        {"max_message_bytes", "max_headers", "max_connections", "handshake_timeout_ms",
+         "reserved_fds", "partial_frame_bytes", "frame_timeout_ms", "max_consumers_per_channel"}));
     WHARF_RETURN_IF_ERROR(ReadInt<uint64_t>(path, limits, "max_message_bytes", 1, 512u << 20,
                                             &options->max_message_bytes));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, limits, "max_headers", 0, 1'000'000, &options->max_headers));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "max_connections", 1, 1'000'000,
                                             &options->max_connections));
+    WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "max_consumers_per_channel", 0,
+                                            UINT32_MAX, &options->max_consumers_per_channel));
     WHARF_RETURN_IF_ERROR(
         ReadInt<uint32_t>(path, limits, "reserved_fds", 16, 1'000'000, &options->reserved_fds));
     WHARF_RETURN_IF_ERROR(ReadInt<uint32_t>(path, limits, "handshake_timeout_ms", 1, 3'600'000,
@@ -272,7 +274,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
       if (!users.is_array()) return ConfigError(path, "[[auth.users]] must be an array of tables");
       for (const toml::value& user : users.as_array()) {
         if (!user.is_table()) return ConfigError(path, "each [[auth.users]] must be a table");
-        WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth.users", user, {"name", "password_hash"}));
+        WHARF_RETURN_IF_ERROR(
+            CheckKeys(path, "auth.users", user,
+                      {"name", "password_hash", "max_connections", "max_channels"}));
         std::string name, hash;
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "name", &name));
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "password_hash", &hash));
@@ -284,6 +288,12 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         if (!options->users.emplace(name, hash).second) {
           return ConfigError(path, "user '" + name + "' is listed twice");
         }
+        UserLimits limits;
+        WHARF_RETURN_IF_ERROR(
+            ReadInt<int64_t>(path, user, "max_connections", 0, INT64_MAX, &limits.max_connections));
+        WHARF_RETURN_IF_ERROR(
+            ReadInt<int64_t>(path, user, "max_channels", 0, INT64_MAX, &limits.max_channels));
+        if (limits != UserLimits{}) options->user_limits[name] = limits;
       }
     }
   }

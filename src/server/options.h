@@ -14,6 +14,7 @@
 
 #include "net/tls.h"
 #include "wharf/result.h"
+#include "wharf/types.h"
 
 namespace wharf::server {
 
@@ -91,6 +92,9 @@ struct ServerOptions {
   uint64_t max_message_bytes = 16u << 20;
   uint32_t max_headers = 10'000;
   uint32_t max_connections = 10'000;
+  // [limits] max_consumers_per_channel: consumers on one AMQP channel, or one native connection
+  // (RabbitMQ's consumer_max_per_channel); 0 = no limit. Each costs broker memory.
+  uint32_t max_consumers_per_channel = 65'535;
   // [limits] reserved_fds: file descriptors kept for the store, logs and metrics. A connection
   // accepted while the process has RLIMIT_NOFILE - reserved_fds descriptors open is refused
   // (RESOURCE_EXHAUSTED), so idle sockets can never take the files RocksDB needs.
@@ -136,6 +140,8 @@ struct ServerOptions {
   uint64_t disk_free_low_bytes = 512u << 20;
   // Users allowed to log in: name -> PBKDF2 hash (common/password.h). Never plaintext.
   std::map<std::string, std::string> users;
+  // Their limits ([[auth.users]] max_connections, max_channels), for those that have any.
+  std::map<std::string, UserLimits> user_limits;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
   bool loopback_guest = true;
   // [auth] logins (docs/operations.md, "Logins"). Passwords are hashed on login_threads

@@ -62,6 +62,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   broker::BrokerOptions broker_options;
   broker_options.max_message_bytes = options.max_message_bytes;
   broker_options.max_headers = options.max_headers;
+  broker_options.max_consumers_per_session = options.max_consumers_per_channel;
   broker_options.page_limits.max_messages = options.page_max_messages;
   broker_options.page_limits.max_bytes = options.page_max_bytes;
   broker_options.delay_release_per_second = options.release_per_second;
@@ -91,6 +92,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
                             options.login_throttle_addresses});
   server->context_.login_checker = server->login_checker_.get();
   server->context_.login_throttle = server->login_throttle_.get();
+  server->context_.user_usage = &server->user_usage_;
   server->context_.flow = &server->flow_;
   server->SetWatermarks(options);
   uint64_t partial_frames = options.partial_frame_bytes;

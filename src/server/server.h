@@ -111,6 +111,10 @@ class Server {
   const ServerOptions options_;
   SystemClock clock_;
 
+  // What each user has open (thread-safe). Before the I/O contexts: the connections and
+  // channels they hold give their slots back when destroyed.
+  UserUsage user_usage_;
+
   // Declaration order matters for destruction: sessions hold sockets of the I/O contexts, and
   // the broker and broker context hold sessions, so those go first (see ~Server).
   std::vector<std::unique_ptr<asio::io_context>> io_contexts_;

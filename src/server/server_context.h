@@ -19,6 +19,7 @@
 #include "server/login_throttle.h"
 #include "server/options.h"
 #include "server/user_directory.h"
+#include "server/user_usage.h"
 #include "store/message_store.h"
 
 namespace wharf::server {
@@ -57,6 +58,8 @@ struct ServerContext {
   // Logins (thread-safe): password checks off the I/O threads, and failures per address.
   LoginChecker* login_checker = nullptr;
   LoginThrottle* login_throttle = nullptr;
+  // What each user has open, against its limits (thread-safe).
+  UserUsage* user_usage = nullptr;
   // Thread: broker. Call after every batch of broker work: flushes peers and re-arms the timer.
   std::function<void()> after_broker_work;
   FlowState* flow = nullptr;  // set by the server before any session starts

@@ -21,13 +21,21 @@ UserDirectory::UserDirectory(const ServerOptions& options,
                     valid.message());
       continue;
     }
-    users_[user.name] = User{user.password_hash, user.admin, "store"};
+    users_[user.name] = User{user.password_hash, user.admin, "store", user.limits};
   }
   // The config file wins over a stored user of the same name (made before the operator added
   // it to the config).
-  for (const auto& [name, hash] : options.users) users_[name] = User{hash, true, "config"};
+  AddConfigUsers(options);
+}
+
+void UserDirectory::AddConfigUsers(const ServerOptions& options) {
+  for (const auto& [name, hash] : options.users) {
+    auto limits = options.user_limits.find(name);
+    users_[name] = User{hash, true, "config",
+                        limits == options.user_limits.end() ? UserLimits{} : limits->second};
+  }
   if (options.loopback_guest && !users_.contains("guest")) {
-    users_["guest"] = User{"", true, "builtin"};
+    users_["guest"] = User{"", true, "builtin", {}};
   }
 }
 
@@ -36,10 +44,7 @@ void UserDirectory::ReloadConfigUsers(const ServerOptions& options) {
   std::erase_if(users_, [](const auto& entry) {
     return entry.second.source == "config" || entry.second.source == "builtin";
   });
-  for (const auto& [name, hash] : options.users) users_[name] = User{hash, true, "config"};
-  if (options.loopback_guest && !users_.contains("guest")) {
-    users_["guest"] = User{"", true, "builtin"};
-  }
+  AddConfigUsers(options);
 }
 
 std::optional<UserDirectory::User> UserDirectory::Find(const std::string& name) const {
@@ -72,9 +77,27 @@ Status UserDirectory::CheckChange(const std::string& name, const std::string* pa
   return Status::Ok();
 }
 
+Status UserDirectory::CheckLimitsChange(const std::string& name) const {
+  auto user = Find(name);
+  if (!user) {
+    return Status(StatusCode::kPreconditionFailed, "user '" + name + "' does not exist");
+  }
+  if (user->source == "config") {
+    return Status(StatusCode::kPreconditionFailed,
+                  "user '" + name +
+                      "' is defined in the config file: its limits are its max_connections and "
+                      "max_channels there");
+  }
+  if (user->source != "store") {
+    return Status(StatusCode::kPreconditionFailed,
+                  "user '" + name + "' is defined by the broker and has no limits to set");
+  }
+  return Status::Ok();
+}
+
 void UserDirectory::Put(const store::StoredUser& user) {
   std::unique_lock lock(mu_);
-  users_[user.name] = User{user.password_hash, user.admin, "store"};
+  users_[user.name] = User{user.password_hash, user.admin, "store", user.limits};
 }
 
 void UserDirectory::Remove(const std::string& name) {
@@ -85,7 +108,9 @@ void UserDirectory::Remove(const std::string& name) {
 std::vector<UserInfo> UserDirectory::List() const {
   std::shared_lock lock(mu_);
   std::vector<UserInfo> out;
-  for (const auto& [name, user] : users_) out.push_back(UserInfo{name, user.admin, user.source});
+  for (const auto& [name, user] : users_) {
+    out.push_back(UserInfo{name, user.admin, user.source, user.limits});
+  }
   return out;
 }
 

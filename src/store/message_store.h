@@ -75,6 +75,7 @@ struct StoredUser {
   std::string name;
   std::string password_hash;
   bool admin = false;
+  UserLimits limits;
 };
 
 // A redrive task of a dead-letter queue (docs/lifecycle.md, "Redrive"): what it was asked,

@@ -842,6 +842,12 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             record.set_name(o.user.name);
             record.set_password_hash(o.user.password_hash);
             record.set_admin(o.user.admin);
+            if (o.user.limits.max_connections >= 0) {
+              record.set_max_connections(o.user.limits.max_connections);
+            }
+            if (o.user.limits.max_channels >= 0) {
+              record.set_max_channels(o.user.limits.max_channels);
+            }
             wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
             wb->Delete(meta_, Prefixed(kUserPrefix, o.name));

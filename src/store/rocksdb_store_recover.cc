@@ -127,7 +127,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
         if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return Status(StatusCode::kStoreUnavailable, "corrupt user record");
         }
-        state.users.push_back(StoredUser{record.name(), record.password_hash(), record.admin()});
+        UserLimits limits;
+        if (record.has_max_connections()) limits.max_connections = record.max_connections();
+        if (record.has_max_channels()) limits.max_channels = record.max_channels();
+        state.users.push_back(
+            StoredUser{record.name(), record.password_hash(), record.admin(), limits});
         break;
       }
       case kRedrivePrefix: {

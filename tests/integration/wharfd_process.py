@@ -10,13 +10,14 @@ import time
 
 
 class Wharfd:
-    def __init__(self, wharfd, config_text=None, host="127.0.0.1", extra_args=()):
+    def __init__(self, wharfd, config_text=None, host="127.0.0.1", extra_args=(), data_dir=None):
+        """data_dir: another wharfd's `data`, to start on what it left (a restart)."""
         self.dir = tempfile.mkdtemp(prefix="wharf-py-")
         self.config = os.path.join(self.dir, "wharfd.toml")
+        self.data = data_dir or os.path.join(self.dir, "data")
         ready = os.path.join(self.dir, "ready")
         args = [wharfd, "--listen", host + ":0", "--amqp-listen", host + ":0", "--data-dir",
-                os.path.join(self.dir, "data"), "--ready-file", ready, "--log-level", "debug",
-                *extra_args]
+                self.data, "--ready-file", ready, "--log-level", "debug", *extra_args]
         if config_text is not None:
             self.write_config(config_text)
             args += ["--config", self.config]

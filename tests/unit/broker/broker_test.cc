@@ -547,6 +547,29 @@ TEST_F(BrokerTest, DuplicateConsumerTagIsConsumerTagInUse) {
   EXPECT_TRUE(broker().Subscribe(kS2, "q", "c", 0, false).ok());
 }
 
+TEST_F(BrokerTest, ASessionHoldsAtMostMaxConsumersPerSession) {
+  BrokerOptions options;
+  options.max_consumers_per_session = 2;
+  Reset(options);
+  DeclareQueue("q");
+  Subscribe("q", 0, kS1, "a");
+  Subscribe("q", 0, kS1, "b");
+  auto third = broker().Subscribe(kS1, "q", "c", 0, false);
+  ASSERT_EQ(third.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(third.status().message(),
+            "this connection has 2 consumers, the most [limits] max_consumers_per_channel allows; "
+            "cancel one first");
+  // Checked before the queue: RabbitMQ's order. A tag in use is still said to be in use.
+  EXPECT_EQ(broker().Subscribe(kS1, "nowhere", "c", 0, false).status().code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(broker().Subscribe(kS1, "q", "a", 0, false).status().code(),
+            StatusCode::kConsumerTagInUse);
+  // Per session: another one has its own two; a cancel makes room.
+  EXPECT_TRUE(broker().Subscribe(kS2, "q", "c", 0, false).ok());
+  ASSERT_TRUE(broker().Cancel(kS1, "a").ok());
+  EXPECT_TRUE(broker().Subscribe(kS1, "q", "c", 0, false).ok());
+}
+
 TEST_F(BrokerTest, CancelOfUnknownConsumerIsConsumerNotFound) {
   EXPECT_EQ(broker().Cancel(kS1, "nope").code(), StatusCode::kConsumerNotFound);
   DeclareQueue("q");

@@ -352,13 +352,20 @@ TEST(Codec, ListingInfosRoundTrip) {
   EXPECT_EQ(k.activity, "waiting");
   EXPECT_EQ(k.channel, 11u);
 
-  UserInfo user{"carol", true, "store"};
+  UserInfo user{"carol", true, "store", UserLimits{0, 12}};
   wire::UserInfo wire_user;
   ToWire(user, &wire_user);
   UserInfo u = FromWire(wire_user);
   EXPECT_EQ(u.name, "carol");
   EXPECT_TRUE(u.admin);
   EXPECT_EQ(u.source, "store");
+  // 0 (none allowed) is a limit; no limit is absent on the wire and negative here.
+  EXPECT_EQ(u.limits, (UserLimits{0, 12}));
+  user.limits = UserLimits{};
+  wire_user.Clear();
+  ToWire(user, &wire_user);
+  EXPECT_FALSE(wire_user.has_max_connections());
+  EXPECT_EQ(FromWire(wire_user).limits, UserLimits{});
 }
 
 TEST(Codec, AppendFrameOutputDecodesAndParsesBack) {

@@ -236,8 +236,9 @@ TEST_F(RocksDbStoreTest, TopologySurvivesReopen) {
 TEST_F(RocksDbStoreTest, UsersSurviveReopenUntilRemoved) {
   Open();
   StoreBatch batch;
-  batch.Add(StoreBatch::PutUser{StoredUser{"ops", "pbkdf2-sha256$1$aa$bb", true}});
-  batch.Add(StoreBatch::PutUser{StoredUser{"worker", "pbkdf2-sha256$1$cc$dd", false}});
+  batch.Add(StoreBatch::PutUser{StoredUser{"ops", "pbkdf2-sha256$1$aa$bb", true, {}}});
+  batch.Add(
+      StoreBatch::PutUser{StoredUser{"worker", "pbkdf2-sha256$1$cc$dd", false, UserLimits{3, 0}}});
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   Reopen();
   ASSERT_EQ(state_.users.size(), 2u);
@@ -245,6 +246,9 @@ TEST_F(RocksDbStoreTest, UsersSurviveReopenUntilRemoved) {
   EXPECT_TRUE(state_.users[0].admin);
   EXPECT_EQ(state_.users[1].password_hash, "pbkdf2-sha256$1$cc$dd");
   EXPECT_FALSE(state_.users[1].admin);
+  // Limits come back, 0 (none allowed) apart from no limit.
+  EXPECT_EQ(state_.users[0].limits, UserLimits{});
+  EXPECT_EQ(state_.users[1].limits, (UserLimits{3, 0}));
   StoreBatch removal;
   removal.Add(StoreBatch::RemoveUser{"worker"});
   ASSERT_TRUE(CommitSync(std::move(removal)).ok());
@@ -483,7 +487,7 @@ TEST_F(RocksDbStoreTest, AFailedPurgeStepIsTriedAgainNotSkipped) {
   bool resumed = false;
   for (int i = 0; i < 50 && !resumed; ++i) {
     StoreBatch probe;
-    probe.Add(StoreBatch::PutUser{StoredUser{"u", "h", false}});
+    probe.Add(StoreBatch::PutUser{StoredUser{"u", "h", false, {}}});
     resumed = CommitSync(std::move(probe)).ok();
     if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
