@@ -24,7 +24,7 @@ bool StartsWithNoCase(std::string_view text, std::string_view prefix) {
 }
 
 HttpAuth::Answer Refuse(int status, std::string reason, std::string user = "") {
-  return HttpAuth::Answer{status, std::move(reason), std::move(user)};
+  return HttpAuth::Answer{status, std::move(reason), std::move(user), false};
 }
 
 }  // namespace
@@ -33,7 +33,9 @@ HttpAuth::Answer HttpAuth::Check(const Request& request) const {
   if (!request.certificate_user.empty()) {
     auto known = users_->Find(request.certificate_user);
     // The built-in guest is never reachable by certificate (server/login.cc, StartExternal).
-    if (known && known->source != "builtin") return Answer{200, "", request.certificate_user};
+    if (known && known->source != "builtin") {
+      return Answer{200, "", request.certificate_user, false};
+    }
     if (request.authorization.empty()) {
       return Refuse(401,
                     "the client certificate names '" + request.certificate_user +
@@ -95,6 +97,7 @@ HttpAuth::Answer HttpAuth::CheckPassword(const std::string& user, std::string pa
     throttle_->Succeeded(peer_address);
   } else {
     throttle_->Failed(peer_address, std::chrono::steady_clock::now());
+    answer.failed_login = true;
   }
   return answer;
 }

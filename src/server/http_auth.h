@@ -36,6 +36,10 @@ class HttpAuth {
     int status = 200;    // 200, 401, 403, 429 or 503
     std::string reason;  // why not (for the response and the log); "" for 200
     std::string user;    // who asked, when known (also for a refusal, for the log)
+    // Credentials were checked and refused (a wrong password, guest from afar): worth a
+    // warning. A request without credentials (a browser's first), malformed ones, 429 and 503
+    // are not, and cannot be made to flood the log.
+    bool failed_login = false;
   };
 
   // The longest a request waits for its password check (queued and run) before 503.

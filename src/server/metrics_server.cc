@@ -42,10 +42,11 @@ httplib::Server::HandlerResponse Authenticate(const HttpAuth& auth, TlsOptions::
   response.status = answer.status;
   if (answer.status == 401) response.set_header("WWW-Authenticate", "Basic realm=\"wharf\"");
   response.set_content(answer.reason + "\n", "text/plain");
-  // 429 comes only after failures that were logged; the rest is worth a line each.
-  if (answer.status == 429) {
-    spdlog::debug("{} peer={} {} {} refused: {}", scheme, request.remote_addr, request.method,
-                  LogSafe(request.path), answer.reason);
+  // A failed login is worth a warning (they are throttled per address); a request without
+  // credentials (a browser's first), malformed ones, 429 and 503 are not.
+  if (!answer.failed_login) {
+    spdlog::debug("{} peer={} {} {} refused ({}): {}", scheme, request.remote_addr, request.method,
+                  LogSafe(request.path), answer.status, LogSafe(answer.reason));
   } else {
     spdlog::warn("{} peer={} user={} {} {} refused ({}): {}", scheme, request.remote_addr,
                  LogSafe(answer.user), request.method, LogSafe(request.path), answer.status,

@@ -48,6 +48,8 @@ TEST_F(HttpAuthTest, AUsersPasswordIsTakenAndAWrongOneIsNot) {
   HttpAuth::Answer wrong = Check(Basic("alice", "s3cret:x"), "10.1.2.4");
   EXPECT_EQ(wrong.status, 401);
   EXPECT_EQ(wrong.reason, "wrong user name or password");
+  EXPECT_TRUE(wrong.failed_login);
+  EXPECT_FALSE(ok.failed_login);
   EXPECT_EQ(Check(Basic("nobody", "s3cret"), "10.1.2.5").status, 401);
 }
 
@@ -58,6 +60,7 @@ TEST_F(HttpAuthTest, MissingOrMalformedCredentialsAre401SayingWhy) {
   EXPECT_NE(Check("Basic " + Base64Encode("alice")).reason.find("not base64 of user:password"),
             std::string::npos);
   EXPECT_EQ(Check("Basic").status, 401);
+  EXPECT_FALSE(Check("Bearer abc").failed_login);
   // None of these counted as a failed login: the address is not throttled.
   EXPECT_EQ(throttle_.size(), 0u);
 }
