@@ -10,15 +10,16 @@
 // cpp-httplib's SSLServer on OpenSSL, whose one context follows the broker's current [tls]
 // context handshake by handshake (net::FollowServerTls), so SIGHUP reaches it too. With `auth`,
 // every request must come from a broker user (server/http_auth.h); a refusal is 401 with
-// WWW-Authenticate (Basic realm "wharf"), or 403, 429, 503, and a line in the log.
+// WWW-Authenticate (Basic realm "wharf"), or 403, 429, 503, logged at warning for a refused
+// password or guest from afar and at debug otherwise.
 //
-// Threads: "wharf-metrics" accepts; a pool of `workers` (cpp-httplib's ThreadPool, [server]
-// metrics_threads, default 4) reads requests and answers. Idle and slow clients cannot hold
-// the workers: a connection reaches accept() only once it has sent data (TCP_DEFER_ACCEPT, at
-// most kDeferAccept), a kept-alive connection is closed after kIdleTimeout without a request,
-// and a request or response that stalls for kIoTimeout is dropped. The handlers never touch
-// broker state: `collect` (given by the Server) posts to the broker thread and waits for the
-// copy, at most 2 s.
+// Threads: "wharf-metrics" (clear text) or "wharf-https" accepts; a pool of `workers`
+// (cpp-httplib's ThreadPool, [server] metrics_threads, default 4) reads requests and answers. Idle
+// and slow clients cannot hold the workers: a connection reaches accept() only once it has sent
+// data (TCP_DEFER_ACCEPT, at most kDeferAccept), a kept-alive connection is closed after
+// kIdleTimeout without a request, and a request or response that stalls for kIoTimeout is dropped.
+// The handlers never touch broker state: `collect` (given by the Server) posts to the broker thread
+// and waits for the copy, at most 2 s.
 //
 // Thread safety: Start and Stop from one thread; handlers run on the metrics thread.
 #pragma once
