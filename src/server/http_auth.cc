@@ -6,12 +6,10 @@
 
 #include "common/base64.h"
 #include "net/address.h"
+#include "server/login.h"
 
 namespace wharf::server {
 namespace {
-
-constexpr std::string_view kGuestUser = "guest";
-constexpr std::string_view kGuestPassword = "guest";
 
 bool StartsWithNoCase(std::string_view text, std::string_view prefix) {
   if (text.size() < prefix.size()) return false;
@@ -75,10 +73,10 @@ HttpAuth::Answer HttpAuth::CheckPassword(const std::string& user, std::string pa
   Answer answer;
   answer.user = user;
   if (known && known->source == "builtin") {
-    if (user != kGuestUser || password != kGuestPassword) {
-      answer = Refuse(401, "wrong user name or password", user);
-    } else if (!net::IsLoopback(peer_address)) {
-      answer = Refuse(403, "user 'guest' may only connect from a loopback address", user);
+    Status guest = CheckBuiltinGuest(user, password, net::IsLoopback(peer_address));
+    if (!guest.ok()) {
+      answer = Refuse(guest.code() == StatusCode::kAccessRefused ? 403 : 401,
+                      std::string(guest.message()), user);
     }
   } else {
     // An unknown user is checked against the dummy hash: the same time, the same answer.

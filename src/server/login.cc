@@ -12,6 +12,17 @@ constexpr std::string_view kGuestPassword = "guest";
 
 }  // namespace
 
+Status CheckBuiltinGuest(std::string_view user, std::string_view password, bool peer_is_loopback) {
+  if (user != kGuestUser || password != kGuestPassword) {
+    return Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
+  }
+  if (!peer_is_loopback) {
+    return Status(StatusCode::kAccessRefused,
+                  "user 'guest' may only connect from a loopback address");
+  }
+  return Status::Ok();
+}
+
 Login::Login(ServerContext* context, asio::any_io_executor executor, std::string peer_address,
              bool peer_is_loopback)
     : context_(context),
@@ -68,15 +79,7 @@ void Login::Check(std::string user, std::string password, std::shared_ptr<void> 
                   Done done) {
   auto known = context_->users->Find(user);
   if (known && known->source == "builtin") {
-    // The built-in guest has no hash: its password is known to everyone and only loopback
-    // peers may use it, so there is nothing to hide by hashing.
-    Status result;
-    if (user != kGuestUser || password != kGuestPassword) {
-      result = Status(StatusCode::kAuthenticationFailed, "wrong user name or password");
-    } else if (!peer_is_loopback_) {
-      result = Status(StatusCode::kAccessRefused,
-                      "user 'guest' may only connect from a loopback address");
-    }
+    Status result = CheckBuiltinGuest(user, password, peer_is_loopback_);
     asio::post(executor_, [keep_alive, done = std::move(done), result] { done(result); });
     return;
   }

@@ -17,11 +17,18 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "server/server_context.h"
 #include "wharf/status.h"
 
 namespace wharf::server {
+
+// The built-in guest's check (it has no hash: its password is known to everyone, and only
+// loopback peers may use it, so there is nothing to hide by hashing): OK, kAuthenticationFailed
+// for any other name or password, kAccessRefused for guest from a non-loopback peer. Every
+// protocol's login and the HTTP listener's Basic check use it.
+Status CheckBuiltinGuest(std::string_view user, std::string_view password, bool peer_is_loopback);
 
 class Login {
  public:
