@@ -173,9 +173,11 @@ class Client {
   // The last redrive of `queue`, or of every queue that had one ("").
   Result<std::vector<RedriveInfo>> RedriveStatus(const std::string& queue = "");
 
-  // --- Users (admins only; kAccessRefused otherwise) -----------------------------------------
+  // --- Users (the administrator tag only; kAccessRefused otherwise) ---------------------------
   // Creates or replaces a user kept in the broker's store. `password_hash` as made by
   // wharf::HashPassword / `wharfctl hash-password`: the password itself is never sent.
+  // `admin` sets or clears the administrator tag; a replaced user keeps its other tags, its
+  // permissions and limits; a new one has no permissions until SetPermissions.
   Status PutUser(const std::string& name, const std::string& password_hash, bool admin);
   Status DeleteUser(const std::string& name);
   // Sets a stored user's limits (admins only; RabbitMQ's set_user_limits). Each limit given
@@ -183,6 +185,14 @@ class Client {
   // Connections and channels already open stay.
   Status SetUserLimits(const std::string& name, std::optional<int64_t> max_connections,
                        std::optional<int64_t> max_channels);
+  // Replaces a stored user's tags (RabbitMQ's set_user_tags): administrator, monitoring,
+  // policymaker, management (others are kept and grant nothing). docs/security.md.
+  Status SetUserTags(const std::string& name, const std::vector<std::string>& tags);
+  // Sets (replaces) a stored user's permissions in `permission.vhost` ("/"), as RabbitMQ's
+  // set_permissions; ClearPermissions removes them. Open sessions see the change at their
+  // next operation.
+  Status SetPermissions(const std::string& name, const UserPermission& permission);
+  Status ClearPermissions(const std::string& name, const std::string& vhost = "/");
   Result<std::vector<UserInfo>> ListUsers();
 
   // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------

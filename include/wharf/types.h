@@ -225,11 +225,27 @@ struct UserLimits {
   bool operator==(const UserLimits&) const = default;
 };
 
+// A user's permissions in one virtual host (RabbitMQ's set_permissions): regular expressions
+// (PCRE, unanchored) over the names of the queues and exchanges the user may configure
+// (declare, delete), write (publish to, bind into) and read (consume from, bind from, purge).
+// The empty pattern allows nothing. docs/security.md has the table of operations.
+struct UserPermission {
+  std::string vhost = "/";
+  std::string configure;
+  std::string write;
+  std::string read;
+  bool operator==(const UserPermission&) const = default;
+};
+
 struct UserInfo {
   std::string name;
-  bool admin = false;  // may manage users
+  bool admin = false;  // has the administrator tag: may manage users
   std::string source;  // "config", "store" (made at runtime) or "builtin" (guest)
   UserLimits limits;
+  // RabbitMQ's user tags (administrator, monitoring, policymaker, management; others are kept
+  // and grant nothing), and the permissions per vhost.
+  std::vector<std::string> tags;
+  std::vector<UserPermission> permissions;
 };
 
 // What an online backup wrote (Client::Backup; docs/operations.md, "Backup and restore").

@@ -330,6 +330,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
                                        const std::string& routing_key, Message message,
                                        uint64_t request_id, PublishTiming timing) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(
+      Authorize(session_id, Permission::kWrite, ResourceKind::kExchange, exchange_name));
   const int64_t now_ms = clock_->WallMillis();
   Exchange* exchange = exchange_name.empty() ? nullptr : FindExchange(exchange_name);
   if (timing.delay_ms == 0 && timing.deliver_at_ms == 0 && exchange && exchange->spec().delayed) {

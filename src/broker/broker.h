@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "broker/access.h"
 #include "broker/exchange.h"
 #include "broker/lease_timer.h"
 #include "broker/queue.h"
@@ -189,13 +190,30 @@ class Broker {
   // The session's connection caught up on writing: dispatch to its consumers again.
   void ResumeSession(uint64_t session_id);
 
+  // --- Access (broker/access.h) ----------------------------------------------------------------
+  // Every session's operations are checked against its user's Access from `source` (which must
+  // outlive the broker). Without a source (tests, embedded use) everything is allowed.
+  void SetAccessSource(const AccessSource* source) { access_source_ = source; }
+  // OK, or kAccessRefused: the session's user may not do `permission` on the resource
+  // (RabbitMQ's words). Also OK for an unknown session (the broker's own work).
+  Status Authorize(uint64_t session_id, Permission permission, ResourceKind kind,
+                   std::string_view name);
+  // OK, or kAccessRefused: the session's user has none of the tags `any_of` (broker/access.h),
+  // so it may not do `action` ("list queues", "manage users").
+  Status AuthorizeTag(uint64_t session_id, uint32_t any_of, std::string_view action);
+  // An operator's request on a queue (peek, delayed messages, redrive): any of the management
+  // tags, and read access to the queue.
+  Status AuthorizeOperator(uint64_t session_id, std::string_view queue, std::string_view action);
+  // The session's user's Access; null without a source or for an unknown session.
+  const Access* AccessOf(uint64_t session_id);
+
   // --- Topology ------------------------------------------------------------------------------
   Status DeclareExchange(const ExchangeSpec& spec);
   // The same, with the naming rules of the session (SessionOptions::amqp: RabbitMQ's names,
   // no validation of a passive declare's name, 406 for an existing amq.* exchange redeclared
   // with other flags).
   Status DeclareExchange(uint64_t session_id, const ExchangeSpec& spec);
-  Status DeleteExchange(std::string_view name, bool if_unused);
+  Status DeleteExchange(uint64_t session_id, std::string_view name, bool if_unused);
   Result<QueueInfo> DeclareQueue(uint64_t session_id, QueueSpec spec);
   // Returns the number of ready messages dropped with the queue. With a `request_id` (0
   // included: the session then sends only a failure), the answer also comes through
@@ -339,7 +357,7 @@ class Broker {
   // Stops the queue's running redrive; answered through RedriveDone once that is on disk.
   Status CancelRedrive(uint64_t session_id, uint64_t request_id, const std::string& queue);
   // The last redrive of `queue`, or of every queue that had one ("").
-  Result<std::vector<RedriveInfo>> RedriveStatus(uint64_t session_id, std::string_view queue) const;
+  Result<std::vector<RedriveInfo>> RedriveStatus(uint64_t session_id, std::string_view queue);
 
   // --- Driving -------------------------------------------------------------------------------
   // Dispatches every queue touched since the last Flush and flushes every peer with output.
@@ -479,6 +497,7 @@ class Broker {
   void RouteThrough(Exchange* exchange, const std::string& routing_key, const Headers& headers,
                     std::vector<Queue*>* targets, std::vector<const Exchange*>* visited);
   // The exchange-to-exchange half of Bind and Unbind.
+  Status AuthorizeBinding(uint64_t session_id, const BindingSpec& binding);
   Status BindExchanges(uint64_t session_id, const BindingSpec& binding, Exchange* source,
                        bool bind);
   uint64_t NextMessageId() { return next_message_id_++; }
@@ -614,6 +633,7 @@ class Broker {
   uint64_t next_generated_name_ = 1;
 
   store::MessageStore* store_;
+  const AccessSource* access_source_ = nullptr;
   store::StoreBatch batch_;  // changes since the last Flush
   bool batch_sync_ = false;  // someone waits for batch_ to be durable
   std::vector<PendingConfirm> pending_confirms_;

@@ -24,6 +24,7 @@ Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& qu
                                         " consumers, the most [limits] "
                                         "max_consumers_per_channel allows; cancel one first");
   }
+  WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, queue_name));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
   WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms, session->amqp()));
   lease_ms = LeaseOf(*queue, lease_ms);
@@ -127,6 +128,7 @@ Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::stri
                        uint32_t max_messages, uint32_t wait_ms, uint32_t lease_ms) {
   thread_checker_.Check();
   if (!FindSession(session_id)) return Status(StatusCode::kInternal, "no session");
+  WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, queue_name));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
   WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms, IsAmqp(session_id)));
   lease_ms = LeaseOf(*queue, lease_ms);
@@ -170,6 +172,7 @@ Result<GetResult> Broker::Get(uint64_t session_id, std::string_view queue_name, 
   thread_checker_.Check();
   SessionState* session = FindSession(session_id);
   if (!session) return Status(StatusCode::kInternal, "no session");
+  WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, queue_name));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, queue_name));
   WHARF_RETURN_IF_ERROR(CheckLease(*queue, lease_ms, /*no_lease_allowed=*/true));
   lease_ms = LeaseOf(*queue, lease_ms);

@@ -238,6 +238,7 @@ void Broker::OnDelayedLoaded(const std::weak_ptr<Queue>& weak, uint64_t generati
 Status Broker::CancelDelayed(uint64_t session_id, uint64_t request_id, const std::string& name,
                              uint64_t message_id) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, name, "cancel delayed messages"));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   DelayTimeline& timeline = queue->delayed();
   bool sync = false;
@@ -342,6 +343,7 @@ void Broker::FinishCancel(uint64_t session_id, uint64_t request_id, bool cancell
 Status Broker::ListDelayed(uint64_t session_id, uint64_t request_id, const std::string& name,
                            int64_t after_due_ms, uint64_t after_message_id, uint32_t limit) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, name, "list delayed messages"));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   limit = std::clamp<uint32_t>(limit == 0 ? 100 : limit, 1, 1000);
   DelayKey after{after_due_ms, after_message_id};

@@ -38,6 +38,7 @@ PeekedMessage ToPeeked(const Envelope& envelope, uint64_t position, uint32_t rec
 Status Broker::Peek(uint64_t session_id, uint64_t request_id, const std::string& name,
                     uint64_t after_position, uint32_t limit, bool with_body) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, name, "peek at messages"));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   limit = std::clamp<uint32_t>(limit == 0 ? 20 : limit, 1, 1000);
   auto reply = [this, session_id, request_id](const Result<PeekPage>& page) {

@@ -37,6 +37,15 @@ double StepTokens(uint32_t rate) { return std::min(kRedriveSlice, Burst(rate)); 
 
 Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpec spec) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, spec.queue, "redrive messages"));
+  if (!spec.to.empty()) {
+    WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kWrite, ResourceKind::kQueue, spec.to));
+  } else if (!spec.dry_run) {
+    // Each message goes back to the queue it died in, known only message by message.
+    WHARF_RETURN_IF_ERROR(AuthorizeTag(session_id, kTagAdministrator,
+                                       "redrive messages to the queues they died in (name a "
+                                       "target queue you may write to instead)"));
+  }
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.queue));
   if (!spec.reason.empty() &&
       std::find(kDeathReasons.begin(), kDeathReasons.end(), spec.reason) == kDeathReasons.end()) {
@@ -108,6 +117,7 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
 
 Status Broker::CancelRedrive(uint64_t session_id, uint64_t request_id, const std::string& queue) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, queue, "cancel a redrive"));
   WHARF_RETURN_IF_ERROR(FindQueue(session_id, queue).status());
   auto it = redrives_.find(queue);
   if (it == redrives_.end() || !it->second.running()) {
@@ -134,9 +144,11 @@ Status Broker::CancelRedrive(uint64_t session_id, uint64_t request_id, const std
 }
 
 Result<std::vector<RedriveInfo>> Broker::RedriveStatus(uint64_t session_id,
-                                                       std::string_view queue) const {
+                                                       std::string_view queue) {
+  WHARF_RETURN_IF_ERROR(AuthorizeTag(session_id, kAnyManagementTag, "see redrives"));
   std::vector<RedriveInfo> out;
   if (!queue.empty()) {
+    WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, queue));
     WHARF_RETURN_IF_ERROR(FindQueue(session_id, queue).status());
     if (auto it = redrives_.find(queue); it != redrives_.end()) {
       out.push_back(RedriveView(it->second));

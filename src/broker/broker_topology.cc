@@ -151,6 +151,10 @@ Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
     if (spec.passive) return Status::Ok();  // the default exchange always exists
     return Status(StatusCode::kReservedName, "the default exchange cannot be declared");
   }
+  if (!spec.passive) {
+    WHARF_RETURN_IF_ERROR(
+        Authorize(session_id, Permission::kConfigure, ResourceKind::kExchange, spec.name));
+  }
   if (!(amqp && spec.passive)) WHARF_RETURN_IF_ERROR(CheckName(amqp, "exchange", spec.name));
   Exchange* existing = FindExchange(spec.name);
   if (spec.passive) {
@@ -192,18 +196,27 @@ Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
     }
     return Status::Ok();
   }
+  // As RabbitMQ, for a new exchange: naming an alternate exchange is publishing into it.
+  if (!spec.alternate_exchange.empty()) {
+    WHARF_RETURN_IF_ERROR(
+        Authorize(session_id, Permission::kRead, ResourceKind::kExchange, spec.name));
+    WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kWrite, ResourceKind::kExchange,
+                                    spec.alternate_exchange));
+  }
   WHARF_RETURN_IF_ERROR(TopologyWritable(spec.durable));
   exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
   if (spec.durable) Persist(store::StoreBatch::PutExchange{spec});
   return Status::Ok();
 }
 
-Status Broker::DeleteExchange(std::string_view name, bool if_unused) {
+Status Broker::DeleteExchange(uint64_t session_id, std::string_view name, bool if_unused) {
   thread_checker_.Check();
   if (name.empty() || name.starts_with("amq.")) {
     return Status(StatusCode::kReservedName,
                   "exchange " + Quote(name) + " is built in and cannot be deleted");
   }
+  WHARF_RETURN_IF_ERROR(
+      Authorize(session_id, Permission::kConfigure, ResourceKind::kExchange, name));
   auto it = exchanges_.find(std::string(name));
   if (it == exchanges_.end()) {
     return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(name) + " not found");
@@ -321,6 +334,11 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   // An AMQP passive declare looks the name up as given: a name Wharf would call invalid is
   // simply not found.
   if (!(amqp && spec.passive)) WHARF_RETURN_IF_ERROR(CheckName(amqp, "queue", spec.name));
+  // A passive declare checks nothing, as in RabbitMQ.
+  if (!spec.passive) {
+    WHARF_RETURN_IF_ERROR(
+        Authorize(session_id, Permission::kConfigure, ResourceKind::kQueue, spec.name));
+  }
   if (spec.passive) {
     WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
     TouchQueue(*queue);  // a declaration, passive too, is a use (x-expires)
@@ -368,6 +386,16 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   if (spec.exclusive && session == nullptr) {
     return Status(StatusCode::kInvalidArgument, "an exclusive queue needs a connection");
   }
+  // As RabbitMQ, for a new queue: a dead-letter exchange is read from this queue and written
+  // into.
+  if (auto dlx = spec.arguments.find("x-dead-letter-exchange"); dlx != spec.arguments.end()) {
+    if (const auto* name = std::get_if<std::string>(&dlx->second)) {
+      WHARF_RETURN_IF_ERROR(
+          Authorize(session_id, Permission::kRead, ResourceKind::kQueue, spec.name));
+      WHARF_RETURN_IF_ERROR(
+          Authorize(session_id, Permission::kWrite, ResourceKind::kExchange, *name));
+    }
+  }
   // Exclusive queues end with their connection, so they are never stored (as in RabbitMQ).
   bool stored = store_ && spec.durable && !spec.exclusive;
   if (policy->dedup_window_ms > 0 && !stored) {
@@ -391,6 +419,7 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
 Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name, bool if_unused,
                                      bool if_empty, std::optional<uint64_t> answer_to) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kConfigure, ResourceKind::kQueue, name));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   QueueInfo info = queue->Info();
   const bool amqp = IsAmqp(session_id);
@@ -561,6 +590,7 @@ void Broker::ExpireIdleQueues() {
 Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
                                     std::optional<uint64_t> answer_to) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, name));
   WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, name));
   const bool stored = store_ && queue->store_id() != 0;
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
@@ -636,6 +666,7 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
 
 Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeBinding(session_id, binding));
   if (binding.exchange.empty()) {
     return Status(StatusCode::kReservedName,
                   "the default exchange routes by queue name and takes no bindings");
@@ -667,6 +698,7 @@ Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
 
 Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   thread_checker_.Check();
+  WHARF_RETURN_IF_ERROR(AuthorizeBinding(session_id, binding));
   if (binding.exchange.empty()) {
     return Status(StatusCode::kReservedName, "the default exchange takes no bindings");
   }
@@ -693,6 +725,20 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
     MaybeAutoDeleteExchange(binding.exchange);
   }
   return Status::Ok();
+}
+
+Status Broker::AuthorizeBinding(uint64_t session_id, const BindingSpec& binding) {
+  // RabbitMQ's binding_action: write on the destination, read on the source exchange.
+  if (binding.destination_exchange.empty()) {
+    WHARF_RETURN_IF_ERROR(
+        Authorize(session_id, Permission::kWrite, ResourceKind::kQueue, binding.queue));
+  } else {
+    WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kWrite, ResourceKind::kExchange,
+                                    binding.destination_exchange));
+  }
+  // Binding from the default exchange is refused as such (RabbitMQ: after the write check).
+  if (binding.exchange.empty()) return Status::Ok();
+  return Authorize(session_id, Permission::kRead, ResourceKind::kExchange, binding.exchange);
 }
 
 Status Broker::BindExchanges(uint64_t session_id, const BindingSpec& binding, Exchange* source,

@@ -17,6 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "broker/access.h"
 #include "broker/queue.h"
 #include "broker/session_peer.h"
 
@@ -118,6 +119,18 @@ class SessionState {
   // part of its address; both empty without one.
   std::string reply_tag;
   std::string reply_suffix;
+  // The user's Access (Broker::Authorize), current while the AccessSource's generation is
+  // `access_generation`; the last allowed checks, so a publisher's stream of publishes to one
+  // exchange costs one pattern match (RabbitMQ's channel keeps such a cache too).
+  std::shared_ptr<const Access> access;
+  uint64_t access_generation = 0;
+  struct AllowedCheck {
+    Permission permission;
+    ResourceKind kind;
+    std::string name;
+  };
+  std::vector<AllowedCheck> allowed;  // at most kAllowedChecks, newest last
+  static constexpr size_t kAllowedChecks = 8;
 
  private:
   uint64_t id_;

@@ -172,6 +172,33 @@ Status Client::SetUserLimits(const std::string& name, std::optional<int64_t> max
   return impl_->CallStatus(std::move(frame));
 }
 
+Status Client::SetUserTags(const std::string& name, const std::vector<std::string>& tags) {
+  pb::Frame frame;
+  auto* set = frame.mutable_set_user_tags();
+  set->set_name(name);
+  for (const std::string& tag : tags) set->add_tags(tag);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::SetPermissions(const std::string& name, const UserPermission& permission) {
+  pb::Frame frame;
+  auto* set = frame.mutable_set_permissions();
+  set->set_name(name);
+  set->set_vhost(permission.vhost);
+  set->set_configure(permission.configure);
+  set->set_write(permission.write);
+  set->set_read(permission.read);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::ClearPermissions(const std::string& name, const std::string& vhost) {
+  pb::Frame frame;
+  auto* clear = frame.mutable_clear_permissions();
+  clear->set_name(name);
+  clear->set_vhost(vhost);
+  return impl_->CallStatus(std::move(frame));
+}
+
 Result<std::vector<UserInfo>> Client::ListUsers() {
   pb::Frame frame;
   frame.mutable_list_users();

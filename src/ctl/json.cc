@@ -356,7 +356,14 @@ Json UserJson(const UserInfo& u) {
   Json limits = Json::object();
   if (u.limits.max_connections >= 0) limits["max-connections"] = u.limits.max_connections;
   if (u.limits.max_channels >= 0) limits["max-channels"] = u.limits.max_channels;
-  return Json{{"name", u.name}, {"admin", u.admin}, {"source", u.source}, {"limits", limits}};
+  // RabbitMQ's list_permissions keys.
+  Json permissions = Json::array();
+  for (const UserPermission& p : u.permissions) {
+    permissions.push_back(
+        Json{{"vhost", p.vhost}, {"configure", p.configure}, {"write", p.write}, {"read", p.read}});
+  }
+  return Json{{"name", u.name},   {"admin", u.admin}, {"source", u.source},
+              {"limits", limits}, {"tags", u.tags},   {"permissions", permissions}};
 }
 
 Json DelayedJson(const DelayedInfo& m) {

@@ -600,12 +600,24 @@ void ToWire(const UserInfo& info, wire::UserInfo* out) {
   out->set_source(info.source);
   if (info.limits.max_connections >= 0) out->set_max_connections(info.limits.max_connections);
   if (info.limits.max_channels >= 0) out->set_max_channels(info.limits.max_channels);
+  for (const std::string& tag : info.tags) out->add_tags(tag);
+  for (const UserPermission& p : info.permissions) {
+    auto* permission = out->add_permissions();
+    permission->set_vhost(p.vhost);
+    permission->set_configure(p.configure);
+    permission->set_write(p.write);
+    permission->set_read(p.read);
+  }
 }
 
 UserInfo FromWire(const wire::UserInfo& in) {
-  UserInfo info{in.name(), in.admin(), in.source(), {}};
+  UserInfo info{in.name(), in.admin(), in.source(), {}, {}, {}};
   if (in.has_max_connections()) info.limits.max_connections = in.max_connections();
   if (in.has_max_channels()) info.limits.max_channels = in.max_channels();
+  info.tags.assign(in.tags().begin(), in.tags().end());
+  for (const auto& p : in.permissions()) {
+    info.permissions.push_back(UserPermission{p.vhost(), p.configure(), p.write(), p.read()});
+  }
   return info;
 }
 

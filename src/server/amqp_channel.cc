@@ -374,6 +374,10 @@ void AmqpChannel::HandlePublish(AmqpRequest& request) {
   constexpr uint16_t cls = amqp::BasicPublish::kClassId, mth = amqp::BasicPublish::kMethodId;
   if (request.error_code != 0) {
     if (confirming_) confirms_.Next();  // the seq is taken, as RabbitMQ counts it
+    // RabbitMQ checks the write permission first (403), then the properties (406).
+    Status allowed = session_->context()->broker->Authorize(
+        session_id_, broker::Permission::kWrite, broker::ResourceKind::kExchange, m.exchange);
+    if (!allowed.ok()) return Fail(allowed, cls, mth);
     return SoftError(request.error_code, request.error_text, cls, mth);
   }
   if (m.immediate) return HardError(amqp::kNotImplemented, "immediate=true", cls, mth);
@@ -528,7 +532,7 @@ void AmqpChannel::HandleExchangeDelete(const amqp::ExchangeDelete& m) {
                      cls, mth);
   }
   broker.TakeDurableTopologyChange();
-  Status s = broker.DeleteExchange(m.exchange, m.if_unused);
+  Status s = broker.DeleteExchange(session_id_, m.exchange, m.if_unused);
   if (s.code() == StatusCode::kExchangeNotFound) s = Status::Ok();  // RabbitMQ: delete-ok
   if (!s.ok()) {
     if (s.code() == StatusCode::kPreconditionFailed) {

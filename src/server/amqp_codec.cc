@@ -11,6 +11,7 @@
 #include "common/log_safe.h"
 #include "common/utf8.h"
 #include "server/amqp_content.h"
+#include "server/user_directory.h"
 #include "wharf/version.h"
 
 namespace wharf::server {
@@ -289,6 +290,15 @@ Status AmqpCodec::OnOpen(const amqp::Frame& frame) {
   // Wharf has one namespace, RabbitMQ's default vhost (named vhosts: docs/amqp.md).
   if (open.virtual_host != "/") {
     return Fail(amqp::kNotAllowed, "vhost " + CutForDisplay(open.virtual_host) + " not found",
+                amqp::ConnectionOpen::kClassId, amqp::ConnectionOpen::kMethodId);
+  }
+  // A user with no permissions in the vhost may not open it (RabbitMQ's check_vhost_access).
+  if (!context_->users->AccessOf(connection_.user())->CanUseVhost(open.virtual_host)) {
+    spdlog::warn("conn={} user={} peer={} refused: no permissions in vhost '/'", connection_.id(),
+                 LogSafe(connection_.user()), connection_.peer());
+    return Fail(amqp::kNotAllowed,
+                "access to vhost '" + CutForDisplay(open.virtual_host) + "' refused for user '" +
+                    CutForDisplay(connection_.user()) + "'",
                 amqp::ConnectionOpen::kClassId, amqp::ConnectionOpen::kMethodId);
   }
   // The user's max-connections is checked here, where RabbitMQ checks it.
@@ -612,7 +622,9 @@ Status AmqpCodec::FinishPublish(uint16_t channel, ChannelState& state) {
         request.expire_undelivered = true;  // "0": delivered at once, or never
       }
     }
-    if (properties.user_id && *properties.user_id != connection_.user()) {
+    // The impersonator tag may publish as another user (RabbitMQ).
+    if (properties.user_id && *properties.user_id != connection_.user() &&
+        !context_->users->AccessOf(connection_.user())->HasTag(broker::kTagImpersonator)) {
       request.error_code = amqp::kPreconditionFailed;
       request.error_text = "user_id property set to '" + CutForDisplay(*properties.user_id) +
                            "' but authenticated user was '" + CutForDisplay(connection_.user()) +

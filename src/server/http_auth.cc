@@ -28,6 +28,14 @@ HttpAuth::Answer Refuse(int status, std::string reason, std::string user = "") {
 }  // namespace
 
 HttpAuth::Answer HttpAuth::Check(const Request& request) const {
+  Answer answer = Authenticate(request);
+  if (answer.status != 200) return answer;
+  Status tagged = users_->AccessOf(answer.user)->CheckTag(broker::kMonitoringTags, "read metrics");
+  if (!tagged.ok()) return Refuse(403, std::string(tagged.message()), answer.user);
+  return answer;
+}
+
+HttpAuth::Answer HttpAuth::Authenticate(const Request& request) const {
   if (!request.certificate_user.empty()) {
     auto known = users_->Find(request.certificate_user);
     // The built-in guest is never reachable by certificate (server/login.cc, StartExternal).

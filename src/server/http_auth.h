@@ -10,7 +10,8 @@
 // The answers are HTTP's: 401 with a reason (the caller adds WWW-Authenticate) for missing or
 // wrong credentials, 403 for guest from afar, 429 while the address is throttled (never a wait:
 // a sleeping worker would be one fewer for everyone else), 503 when the login threads are full.
-// Until permissions and tags land (issue 18), every user who can log in may read metrics.
+// A user who logs in but has neither the monitoring nor the administrator tag (broker/access.h)
+// gets 403, as from RabbitMQ's management API.
 //
 // Thread safety: thread-safe. Check blocks its caller (an HTTP worker) for one password check
 // at most.
@@ -33,7 +34,7 @@ class HttpAuth {
     std::string peer_address;      // as printed by asio (IPv4, IPv6, or IPv4 mapped in IPv6)
   };
   struct Answer {
-    int status = 200;    // 200, 401, 403, 429 or 503
+    int status = 200;    // 200, 401, 403 (guest from afar, no monitoring tag), 429 or 503
     std::string reason;  // why not (for the response and the log); "" for 200
     std::string user;    // who asked, when known (also for a refusal, for the log)
     // Credentials were checked and refused (a wrong password, guest from afar): worth a
@@ -51,6 +52,8 @@ class HttpAuth {
   Answer Check(const Request& request) const;
 
  private:
+  // Who asks: 200 with the user, or why not; no tag checked.
+  Answer Authenticate(const Request& request) const;
   Answer CheckPassword(const std::string& user, std::string password,
                        const std::string& peer_address) const;
 

@@ -128,6 +128,9 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     case wire::Frame::kListUsers:
     case wire::Frame::kBackup:
     case wire::Frame::kSetUserLimits:
+    case wire::Frame::kSetUserTags:
+    case wire::Frame::kSetPermissions:
+    case wire::Frame::kClearPermissions:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +

@@ -168,13 +168,13 @@ void NativeSession::HandleRequest(NativeRequest& request) {
         return ReplyStatus(rid, Status(StatusCode::kInvalidArgument,
                                        "exchange type must be direct, fanout, topic or headers"));
       }
-      Status declared = broker.DeclareExchange(spec);
+      Status declared = broker.DeclareExchange(id_, spec);
       if (!declared.ok() || spec.passive || !spec.durable) return ReplyStatus(rid, declared);
       return ReplyWhenDurable(rid);
     }
     case wire::Frame::kDeleteExchange: {
       broker.TakeDurableTopologyChange();
-      Status deleted = broker.DeleteExchange(frame.delete_exchange().name(),
+      Status deleted = broker.DeleteExchange(id_, frame.delete_exchange().name(),
                                              frame.delete_exchange().if_unused());
       if (!deleted.ok() || !broker.TakeDurableTopologyChange()) return ReplyStatus(rid, deleted);
       return ReplyWhenDurable(rid);
@@ -217,6 +217,9 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       return ReplyWhenDurable(rid);
     }
     case wire::Frame::kListQueues: {
+      if (Status s = broker.AuthorizeTag(id_, broker::kAnyManagementTag, "list queues"); !s.ok()) {
+        return ReplyStatus(rid, s);
+      }
       auto* ok = reply.mutable_list_queues_ok();
       for (const auto& info : broker.ListQueues(frame.list_queues().prefix())) {
         protocol::ToWire(info, ok->add_queues());
@@ -224,13 +227,25 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kListConnections: {
+      if (Status s = broker.AuthorizeTag(id_, broker::kAnyManagementTag, "list connections");
+          !s.ok()) {
+        return ReplyStatus(rid, s);
+      }
+      // As RabbitMQ's management tags: monitoring and administrator see every connection,
+      // the others their own.
+      const broker::Access* access = broker.AccessOf(id_);
+      const bool all = access == nullptr || access->HasTag(broker::kMonitoringTags);
       auto* ok = reply.mutable_list_connections_ok();
       for (const ConnectionInfo& c : broker.ListConnections()) {
-        protocol::ToWire(c, ok->add_connections());
+        if (all || c.user == user_) protocol::ToWire(c, ok->add_connections());
       }
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kListConsumers: {
+      if (Status s = broker.AuthorizeTag(id_, broker::kAnyManagementTag, "list consumers");
+          !s.ok()) {
+        return ReplyStatus(rid, s);
+      }
       auto* ok = reply.mutable_list_consumers_ok();
       for (const ConsumerInfo& c : broker.ListConsumers(frame.list_consumers().queue())) {
         protocol::ToWire(c, ok->add_consumers());
@@ -238,6 +253,10 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kListBindings: {
+      if (Status s = broker.AuthorizeTag(id_, broker::kAnyManagementTag, "list bindings");
+          !s.ok()) {
+        return ReplyStatus(rid, s);
+      }
       auto* ok = reply.mutable_list_bindings_ok();
       const auto& list = frame.list_bindings();
       for (const BindingSpec& b : broker.ListBindings(list.exchange(), list.queue())) {
@@ -246,6 +265,10 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kListExchanges: {
+      if (Status s = broker.AuthorizeTag(id_, broker::kAnyManagementTag, "list exchanges");
+          !s.ok()) {
+        return ReplyStatus(rid, s);
+      }
       auto* ok = reply.mutable_list_exchanges_ok();
       for (const auto& info : broker.ListExchanges()) protocol::ToWire(info, ok->add_exchanges());
       return Reply(rid, std::move(reply));
@@ -254,6 +277,9 @@ void NativeSession::HandleRequest(NativeRequest& request) {
     case wire::Frame::kDeleteUser:
     case wire::Frame::kListUsers:
     case wire::Frame::kSetUserLimits:
+    case wire::Frame::kSetUserTags:
+    case wire::Frame::kSetPermissions:
+    case wire::Frame::kClearPermissions:
       return HandleUserRequest(rid, frame);
     case wire::Frame::kBackup:
       return HandleBackup(rid, frame.backup().directory());
@@ -264,10 +290,11 @@ void NativeSession::HandleRequest(NativeRequest& request) {
 
 void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
   UserDirectory& users = *context_->users;
-  if (!users.IsAdmin(user_)) {
-    return ReplyStatus(
-        rid, Status(StatusCode::kAccessRefused, "user '" + CutForDisplay(user_) +
-                                                    "' is not an admin: managing users needs one"));
+  if (Status s = context_->broker->AuthorizeTag(id_, broker::kTagAdministrator, "manage users");
+      !s.ok()) {
+    spdlog::warn("conn={} user={} user request refused: {}", id_, LogSafe(user_),
+                 LogSafe(s.message()));
+    return ReplyStatus(rid, s);
   }
   if (frame.body_case() == wire::Frame::kListUsers) {
     wire::Frame reply;
@@ -282,26 +309,26 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     const auto& put = frame.put_user();
     Status s = users.CheckChange(put.name(), &put.password_hash());
     if (!s.ok()) return ReplyStatus(rid, s);
-    // A replaced user keeps its limits (as RabbitMQ's change_password keeps them).
-    auto existing = users.Find(put.name());
-    store::StoredUser user{put.name(), put.password_hash(), put.admin(),
-                           existing ? existing->limits : UserLimits{}};
+    // A replaced user keeps its limits, other tags and permissions (as RabbitMQ's
+    // change_password); `admin` sets or clears its administrator tag. A new user has no
+    // permissions, as after rabbitmqctl add_user.
+    auto existing = users.Stored(put.name());
+    store::StoredUser user =
+        existing ? *existing : store::StoredUser{put.name(), "", false, {}, {}, {}};
+    user.password_hash = put.password_hash();
+    std::erase(user.tags, "administrator");
+    if (put.admin()) user.tags.insert(user.tags.begin(), "administrator");
+    user.admin = put.admin();
     batch.Add(store::StoreBatch::PutUser{user});
     apply = [&users, user] { users.Put(user); };
-  } else if (frame.body_case() == wire::Frame::kSetUserLimits) {
-    const auto& set = frame.set_user_limits();
-    Status s = users.CheckLimitsChange(set.name());
-    if (!s.ok()) return ReplyStatus(rid, s);
-    auto existing = users.Find(set.name());  // there: both calls run on this thread
-    if (!existing) return ReplyStatus(rid, Status(StatusCode::kInternal, "user vanished"));
-    store::StoredUser user{set.name(), existing->password_hash, existing->admin, existing->limits};
-    // Negative: no limit (stored as such: -1).
-    if (set.has_max_connections())
-      user.limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
-    if (set.has_max_channels())
-      user.limits.max_channels = std::max<int64_t>(set.max_channels(), -1);
-    batch.Add(store::StoreBatch::PutUser{user});
-    apply = [&users, user] { users.Put(user); };
+  } else if (frame.body_case() == wire::Frame::kSetUserLimits ||
+             frame.body_case() == wire::Frame::kSetUserTags ||
+             frame.body_case() == wire::Frame::kSetPermissions ||
+             frame.body_case() == wire::Frame::kClearPermissions) {
+    auto user = ChangedUser(frame);
+    if (!user.ok()) return ReplyStatus(rid, user.status());
+    batch.Add(store::StoreBatch::PutUser{*user});
+    apply = [&users, user = *user] { users.Put(user); };
   } else {
     const std::string& name = frame.delete_user().name();
     Status s = users.CheckChange(name, nullptr);
@@ -324,13 +351,80 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
       });
 }
 
+Result<store::StoredUser> NativeSession::ChangedUser(const wire::Frame& frame) const {
+  UserDirectory& users = *context_->users;
+  const std::string& name =
+      frame.body_case() == wire::Frame::kSetUserLimits    ? frame.set_user_limits().name()
+      : frame.body_case() == wire::Frame::kSetUserTags    ? frame.set_user_tags().name()
+      : frame.body_case() == wire::Frame::kSetPermissions ? frame.set_permissions().name()
+                                                          : frame.clear_permissions().name();
+  const char* what = frame.body_case() == wire::Frame::kSetUserLimits ? "limits"
+                     : frame.body_case() == wire::Frame::kSetUserTags ? "tags"
+                                                                      : "permissions";
+  WHARF_RETURN_IF_ERROR(users.CheckStoredChange(name, what));
+  auto stored = users.Stored(name);  // there: both calls run on this thread
+  if (!stored) return Status(StatusCode::kInternal, "user vanished");
+  store::StoredUser user = std::move(*stored);
+  switch (frame.body_case()) {
+    case wire::Frame::kSetUserLimits: {
+      const auto& set = frame.set_user_limits();
+      // Negative: no limit (stored as such: -1).
+      if (set.has_max_connections())
+        user.limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
+      if (set.has_max_channels())
+        user.limits.max_channels = std::max<int64_t>(set.max_channels(), -1);
+      break;
+    }
+    case wire::Frame::kSetUserTags: {
+      user.tags.clear();
+      for (const std::string& tag : frame.set_user_tags().tags()) {
+        if (tag.empty() || tag.size() > 255) {
+          return Status(StatusCode::kInvalidArgument, "a tag must be 1 to 255 bytes long");
+        }
+        if (std::find(user.tags.begin(), user.tags.end(), tag) == user.tags.end()) {
+          user.tags.push_back(tag);
+        }
+      }
+      user.admin =
+          std::find(user.tags.begin(), user.tags.end(), "administrator") != user.tags.end();
+      break;
+    }
+    case wire::Frame::kSetPermissions: {
+      const auto& set = frame.set_permissions();
+      UserPermission permission{set.vhost(), set.configure(), set.write(), set.read()};
+      if (permission.vhost.empty()) permission.vhost = "/";
+      WHARF_RETURN_IF_ERROR(CheckVhost(permission.vhost));
+      // Compiled here so a bad pattern is refused now, naming itself.
+      WHARF_RETURN_IF_ERROR(broker::Access::Make(name, {}, {permission}).status());
+      std::erase_if(user.permissions,
+                    [&](const UserPermission& p) { return p.vhost == permission.vhost; });
+      user.permissions.push_back(std::move(permission));
+      break;
+    }
+    default: {
+      std::string vhost = frame.clear_permissions().vhost();
+      if (vhost.empty()) vhost = "/";
+      WHARF_RETURN_IF_ERROR(CheckVhost(vhost));
+      std::erase_if(user.permissions, [&](const UserPermission& p) { return p.vhost == vhost; });
+      break;
+    }
+  }
+  return user;
+}
+
+Status NativeSession::CheckVhost(const std::string& vhost) {
+  if (vhost == broker::kDefaultVhost) return Status::Ok();
+  return Status(
+      StatusCode::kInvalidArgument,
+      "vhost '" + CutForDisplay(vhost) + "' does not exist (this broker has the one vhost '/')");
+}
+
 void NativeSession::HandleBackup(uint64_t rid, const std::string& directory) {
-  if (!context_->users->IsAdmin(user_)) {
-    spdlog::warn("conn={} user={} backup to {} refused: not an admin", id_, LogSafe(user_),
-                 LogSafe(directory));
-    return ReplyStatus(
-        rid, Status(StatusCode::kAccessRefused,
-                    "user '" + CutForDisplay(user_) + "' is not an admin: a backup needs one"));
+  if (Status s = context_->broker->AuthorizeTag(id_, broker::kTagAdministrator, "take a backup");
+      !s.ok()) {
+    spdlog::warn("conn={} user={} backup to {} refused: {}", id_, LogSafe(user_),
+                 LogSafe(directory), LogSafe(s.message()));
+    return ReplyStatus(rid, s);
   }
   spdlog::info("conn={} user={} asks for a backup to {}", id_, LogSafe(user_), LogSafe(directory));
   // The store answers once the copy is complete (or failed), through the broker thread; its

@@ -64,6 +64,10 @@ class NativeSession final : public broker::SessionPeer,
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
   void HandleBackup(uint64_t rid, const std::string& directory);
+  // A stored user as SetUserLimits, SetUserTags, SetPermissions or ClearPermissions leaves it;
+  // refused for a config or built-in user, a bad tag, pattern or vhost.
+  Result<store::StoredUser> ChangedUser(const protocol::wire::Frame& frame) const;
+  static Status CheckVhost(const std::string& vhost);
   void Reply(uint64_t request_id, protocol::wire::Frame frame);
   void ReplyStatus(uint64_t request_id, const Status& status);
   // Replies with `frame` (an Ok frame when empty) once the topology change it answers is synced,

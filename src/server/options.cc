@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "common/password.h"
+#include "common/regex.h"
 #include "common/utf8.h"
 #include "server/log_format.h"
 
@@ -62,6 +63,64 @@ Status ReadBool(const std::string& path, const toml::value& table, const char* k
   const toml::value& v = table.at(key);
   if (!v.is_boolean()) return ConfigError(path, std::string(key) + " must be true or false");
   *out = v.as_boolean();
+  return Status::Ok();
+}
+
+// [[auth.users]] tags (strings; RabbitMQ's user tags) and permissions (tables of vhost,
+// configure, write, read: PCRE patterns, checked here so a bad one fails at start). Neither
+// given: an administrator with every permission on "/", as config users were before tags.
+Status ReadUserAccess(const std::string& path, const std::string& name, const toml::value& user,
+                      ServerOptions* options) {
+  std::vector<std::string> tags{"administrator"};
+  if (user.contains("tags")) {
+    const toml::value& list = user.at("tags");
+    if (!list.is_array()) return ConfigError(path, "user '" + name + "': tags must be an array");
+    tags.clear();
+    for (const toml::value& tag : list.as_array()) {
+      if (!tag.is_string() || tag.as_string().str.empty()) {
+        return ConfigError(path, "user '" + name + "': each tag must be a non-empty string");
+      }
+      tags.push_back(tag.as_string().str);
+    }
+  }
+  std::vector<UserPermission> permissions{UserPermission{"/", ".*", ".*", ".*"}};
+  if (user.contains("permissions")) {
+    const toml::value& list = user.at("permissions");
+    if (!list.is_array()) {
+      return ConfigError(path, "user '" + name + "': permissions must be an array of tables");
+    }
+    permissions.clear();
+    for (const toml::value& entry : list.as_array()) {
+      if (!entry.is_table()) {
+        return ConfigError(path, "user '" + name + "': permissions must be an array of tables");
+      }
+      WHARF_RETURN_IF_ERROR(CheckKeys(path, "auth.users.permissions", entry,
+                                      {"vhost", "configure", "write", "read"}));
+      UserPermission p;
+      WHARF_RETURN_IF_ERROR(ReadString(path, entry, "vhost", &p.vhost));
+      WHARF_RETURN_IF_ERROR(ReadString(path, entry, "configure", &p.configure));
+      WHARF_RETURN_IF_ERROR(ReadString(path, entry, "write", &p.write));
+      WHARF_RETURN_IF_ERROR(ReadString(path, entry, "read", &p.read));
+      if (p.vhost != "/") {
+        return ConfigError(path, "user '" + name + "': vhost '" + p.vhost +
+                                     "' does not exist (this broker has the one vhost \"/\")");
+      }
+      for (const std::string* pattern : {&p.configure, &p.write, &p.read}) {
+        auto compiled = Regex::Compile(*pattern);
+        if (!compiled.ok()) {
+          return ConfigError(path,
+                             "user '" + name + "': " + std::string(compiled.status().message()));
+        }
+      }
+      if (std::any_of(permissions.begin(), permissions.end(),
+                      [&](const UserPermission& q) { return q.vhost == p.vhost; })) {
+        return ConfigError(path, "user '" + name + "': vhost '" + p.vhost + "' is listed twice");
+      }
+      permissions.push_back(std::move(p));
+    }
+  }
+  options->user_tags[name] = std::move(tags);
+  options->user_permissions[name] = std::move(permissions);
   return Status::Ok();
 }
 
@@ -274,9 +333,9 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
       if (!users.is_array()) return ConfigError(path, "[[auth.users]] must be an array of tables");
       for (const toml::value& user : users.as_array()) {
         if (!user.is_table()) return ConfigError(path, "each [[auth.users]] must be a table");
-        WHARF_RETURN_IF_ERROR(
-            CheckKeys(path, "auth.users", user,
-                      {"name", "password_hash", "max_connections", "max_channels"}));
+        WHARF_RETURN_IF_ERROR(CheckKeys(
+            path, "auth.users", user,
+            {"name", "password_hash", "max_connections", "max_channels", "tags", "permissions"}));
         std::string name, hash;
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "name", &name));
         WHARF_RETURN_IF_ERROR(ReadString(path, user, "password_hash", &hash));
@@ -294,6 +353,7 @@ Status Apply(const std::string& path, const toml::value& root, ServerOptions* op
         WHARF_RETURN_IF_ERROR(
             ReadInt<int64_t>(path, user, "max_channels", 0, INT64_MAX, &limits.max_channels));
         if (limits != UserLimits{}) options->user_limits[name] = limits;
+        WHARF_RETURN_IF_ERROR(ReadUserAccess(path, name, user, options));
       }
     }
   }

@@ -142,6 +142,10 @@ struct ServerOptions {
   std::map<std::string, std::string> users;
   // Their limits ([[auth.users]] max_connections, max_channels), for those that have any.
   std::map<std::string, UserLimits> user_limits;
+  // Their tags and permissions ([[auth.users]] tags, permissions); a user that names neither
+  // is an administrator with every permission on "/", as config users were before tags.
+  std::map<std::string, std::vector<std::string>> user_tags;
+  std::map<std::string, std::vector<UserPermission>> user_permissions;
   // The built-in user guest/guest, accepted from loopback addresses only (like RabbitMQ's).
   bool loopback_guest = true;
   // [auth] logins (docs/operations.md, "Logins"). Passwords are hashed on login_threads

@@ -74,6 +74,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       std::make_unique<broker::Broker>(broker_options, &server->clock_, server->store_.get());
   WHARF_RETURN_IF_ERROR(server->broker_->Recover(recovered));
   server->users_ = std::make_unique<UserDirectory>(options, recovered.users);
+  server->broker_->SetAccessSource(server->users_.get());
   spdlog::info("store {} opened and recovered in {} ms", store_options.path,
                std::chrono::duration_cast<std::chrono::milliseconds>(
                    std::chrono::steady_clock::now() - started)

@@ -74,8 +74,10 @@ struct EntryRef {
 struct StoredUser {
   std::string name;
   std::string password_hash;
-  bool admin = false;
+  bool admin = false;  // the administrator tag, kept for older readers of the record
   UserLimits limits;
+  std::vector<std::string> tags;
+  std::vector<UserPermission> permissions;
 };
 
 // A redrive task of a dead-letter queue (docs/lifecycle.md, "Redrive"): what it was asked,

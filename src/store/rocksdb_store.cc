@@ -848,6 +848,15 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             if (o.user.limits.max_channels >= 0) {
               record.set_max_channels(o.user.limits.max_channels);
             }
+            record.set_access_model(1);
+            for (const std::string& tag : o.user.tags) record.add_tags(tag);
+            for (const UserPermission& p : o.user.permissions) {
+              auto* out = record.add_permissions();
+              out->set_vhost(p.vhost);
+              out->set_configure(p.configure);
+              out->set_write(p.write);
+              out->set_read(p.read);
+            }
             wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
             wb->Delete(meta_, Prefixed(kUserPrefix, o.name));

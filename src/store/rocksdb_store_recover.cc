@@ -130,8 +130,19 @@ Result<RecoveredState> RocksDbStore::Recover() {
         UserLimits limits;
         if (record.has_max_connections()) limits.max_connections = record.max_connections();
         if (record.has_max_channels()) limits.max_channels = record.max_channels();
-        state.users.push_back(
-            StoredUser{record.name(), record.password_hash(), record.admin(), limits});
+        StoredUser user{record.name(), record.password_hash(), record.admin(), limits, {}, {}};
+        if (record.access_model() == 0) {
+          // Written before tags and permissions: the rights the user had then.
+          if (record.admin()) user.tags.push_back("administrator");
+          user.permissions.push_back(UserPermission{"/", ".*", ".*", ".*"});
+        } else {
+          user.tags.assign(record.tags().begin(), record.tags().end());
+          for (const auto& p : record.permissions()) {
+            user.permissions.push_back(
+                UserPermission{p.vhost(), p.configure(), p.write(), p.read()});
+          }
+        }
+        state.users.push_back(std::move(user));
         break;
       }
       case kRedrivePrefix: {

@@ -118,10 +118,12 @@ class LimitsTest(unittest.TestCase):
         subprocess.run([WHARFCTL, "--server", "127.0.0.1:%d" % self.broker.ports["native"],
                         "add-user", "bob", "--new-password", "bob-secret"], check=True,
                        capture_output=True, timeout=30)
+        # A new user has no permissions (rabbitmqctl add_user): give it some.
+        self.wharfctl("set-permissions", "bob", ".*", ".*", ".*")
         self.wharfctl("set-user-limits", "bob", '{"max-connections": 1, "max-channels": 5}')
         listing = self.wharfctl("users")
-        self.assertRegex(listing, r"bob\s+no\s+store\s+1\s+5")
-        self.assertRegex(listing, r"alice\s+yes\s+config\s+2\s+3")
+        self.assertRegex(listing, r"bob\s+store\s+1\s+5\s+\[\]")
+        self.assertRegex(listing, r"alice\s+config\s+2\s+3\s+\[administrator\]")
         # A config user's limits are the config file's.
         refused = subprocess.run(
             [WHARFCTL, "--server", "127.0.0.1:%d" % self.broker.ports["native"],
@@ -143,7 +145,7 @@ class LimitsTest(unittest.TestCase):
         self.assertIn("user connection limit (1) is reached", str(refused.exception))
         self.wharfctl("clear-user-limits", "bob", "max-connections")
         self.connect("bob", "bob-secret")  # the limit is gone: no wait needed
-        self.assertRegex(self.wharfctl("users"), r"bob\s+no\s+store\s+-\s+5")
+        self.assertRegex(self.wharfctl("users"), r"bob\s+store\s+-\s+5")
 
 
 if __name__ == "__main__":

@@ -252,7 +252,7 @@ TEST(Wharfctl, FlagsAreCheckedNotIgnored) {
 TEST(Wharfctl, ConnectionFromTheEnvironmentOrAConfigFile) {
   testing::TestServer server;
   int code = -1;
-  CtlStdout(server, "add-user ops --new-password pw-ops", &code);
+  CtlStdout(server, "add-user ops --admin --new-password pw-ops", &code);
   ASSERT_EQ(code, 0);
   const std::string ctl = std::string(WHARFCTL_PATH);
   auto user_of_own_connection = [&](const std::string& out) -> std::string {

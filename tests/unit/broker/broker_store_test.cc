@@ -97,7 +97,7 @@ TEST_F(BrokerStoreTest, OnlyDurableTopologyChangesAreNotedAsWaitingForTheDisk) {
   EXPECT_FALSE(broker_->TakeDurableTopologyChange()) << "taken";
   ASSERT_TRUE(broker_->Unbind(kS1, binding).ok());
   EXPECT_TRUE(broker_->TakeDurableTopologyChange());
-  ASSERT_TRUE(broker_->DeleteExchange("tx", false).ok());
+  ASSERT_TRUE(broker_->DeleteExchange(0, "tx", false).ok());
   EXPECT_FALSE(broker_->TakeDurableTopologyChange());
 }
 

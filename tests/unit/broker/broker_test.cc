@@ -272,8 +272,8 @@ TEST_F(BrokerTest, AmqPrefixIsReserved) {
   exchange.name = "amq.direct";
   exchange.type = ExchangeType::kFanout;  // a built-in one with other arguments
   EXPECT_EQ(broker().DeclareExchange(exchange).code(), StatusCode::kReservedName);
-  EXPECT_EQ(broker().DeleteExchange("amq.direct", false).code(), StatusCode::kReservedName);
-  EXPECT_EQ(broker().DeleteExchange("amq.custom", false).code(), StatusCode::kReservedName);
+  EXPECT_EQ(broker().DeleteExchange(0, "amq.direct", false).code(), StatusCode::kReservedName);
+  EXPECT_EQ(broker().DeleteExchange(0, "amq.custom", false).code(), StatusCode::kReservedName);
   QueueSpec queue;
   queue.name = "amq.q";
   EXPECT_EQ(broker().DeclareQueue(kS1, queue).status().code(), StatusCode::kReservedName);
@@ -315,7 +315,7 @@ TEST_F(BrokerTest, DefaultExchangeRefusesBindings) {
   EXPECT_EQ(broker().Unbind(kS1, binding).code(), StatusCode::kReservedName);
   ExchangeSpec spec;  // name ""
   EXPECT_EQ(broker().DeclareExchange(spec).code(), StatusCode::kReservedName);
-  EXPECT_EQ(broker().DeleteExchange("", false).code(), StatusCode::kReservedName);
+  EXPECT_EQ(broker().DeleteExchange(0, "", false).code(), StatusCode::kReservedName);
 }
 
 TEST_F(BrokerTest, DefaultExchangeExistsForPassiveDeclare) {
@@ -1091,11 +1091,11 @@ TEST_F(BrokerTest, DeleteExchangeIfUnusedRefusesWhileBound) {
   DeclareExchange("ex", ExchangeType::kDirect);
   DeclareQueue("q");
   Bind("q", "ex", "k");
-  EXPECT_EQ(broker().DeleteExchange("ex", /*if_unused=*/true).code(),
+  EXPECT_EQ(broker().DeleteExchange(0, "ex", /*if_unused=*/true).code(),
             StatusCode::kPreconditionFailed);
-  EXPECT_TRUE(broker().DeleteExchange("ex", false).ok());
+  EXPECT_TRUE(broker().DeleteExchange(0, "ex", false).ok());
   EXPECT_FALSE(ExchangeExists("ex"));
-  EXPECT_EQ(broker().DeleteExchange("ex", false).code(), StatusCode::kExchangeNotFound);
+  EXPECT_EQ(broker().DeleteExchange(0, "ex", false).code(), StatusCode::kExchangeNotFound);
   // The queue survives and can be deleted without tripping over the old binding.
   EXPECT_TRUE(broker().DeleteQueue(kS1, "q", false, false).ok());
 }
@@ -1375,7 +1375,7 @@ TEST_F(ExchangeToExchangeTest, DeletingTheDestinationRemovesTheBinding) {
   DeclareQueue("q");
   Bind("q", "gone", "");
   ASSERT_TRUE(BindExchange("in", "gone", "").ok());
-  ASSERT_TRUE(broker().DeleteExchange("gone", false).ok());
+  ASSERT_TRUE(broker().DeleteExchange(0, "gone", false).ok());
   EXPECT_EQ(Routed("in", "k"), 0u);  // no dangling route (ASan would catch a stale pointer)
   for (const auto& e : broker().ListExchanges()) {
     if (e.name == "in") {
@@ -1388,7 +1388,7 @@ TEST_F(ExchangeToExchangeTest, AutoDeleteSourceGoesWithItsLastBinding) {
   DeclareExchange("src", ExchangeType::kFanout, "", /*auto_delete=*/true);
   DeclareExchange("dst", ExchangeType::kFanout);
   ASSERT_TRUE(BindExchange("src", "dst", "").ok());
-  ASSERT_TRUE(broker().DeleteExchange("dst", false).ok());
+  ASSERT_TRUE(broker().DeleteExchange(0, "dst", false).ok());
   ExchangeSpec passive;
   passive.name = "src";
   passive.passive = true;

@@ -352,7 +352,12 @@ TEST(Codec, ListingInfosRoundTrip) {
   EXPECT_EQ(k.activity, "waiting");
   EXPECT_EQ(k.channel, 11u);
 
-  UserInfo user{"carol", true, "store", UserLimits{0, 12}};
+  UserInfo user{"carol",
+                true,
+                "store",
+                UserLimits{0, 12},
+                {"administrator", "custom"},
+                {UserPermission{"/", "^c", "", ".*"}}};
   wire::UserInfo wire_user;
   ToWire(user, &wire_user);
   UserInfo u = FromWire(wire_user);
@@ -361,6 +366,8 @@ TEST(Codec, ListingInfosRoundTrip) {
   EXPECT_EQ(u.source, "store");
   // 0 (none allowed) is a limit; no limit is absent on the wire and negative here.
   EXPECT_EQ(u.limits, (UserLimits{0, 12}));
+  EXPECT_EQ(u.tags, (std::vector<std::string>{"administrator", "custom"}));
+  EXPECT_EQ(u.permissions, (std::vector<UserPermission>{{"/", "^c", "", ".*"}}));
   user.limits = UserLimits{};
   wire_user.Clear();
   ToWire(user, &wire_user);

@@ -17,6 +17,9 @@ class HttpAuthTest : public ::testing::Test {
   static ServerOptions Options() {
     ServerOptions options;
     options.users["alice"] = HashPassword("s3cret", 1000);
+    // An ordinary user: neither monitoring nor administrator.
+    options.users["bob"] = HashPassword("s3cret", 1000);
+    options.user_tags["bob"] = {"management"};
     return options;
   }
   static LoginThrottle::Limits Limits() {
@@ -51,6 +54,14 @@ TEST_F(HttpAuthTest, AUsersPasswordIsTakenAndAWrongOneIsNot) {
   EXPECT_TRUE(wrong.failed_login);
   EXPECT_FALSE(ok.failed_login);
   EXPECT_EQ(Check(Basic("nobody", "s3cret"), "10.1.2.5").status, 401);
+}
+
+TEST_F(HttpAuthTest, AUserWithoutTheMonitoringOrAdministratorTagIs403) {
+  HttpAuth::Answer refused = Check(Basic("bob", "s3cret"));
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_EQ(refused.reason,
+            "user 'bob' may not read metrics: it needs the tag monitoring or administrator");
+  EXPECT_FALSE(refused.failed_login) << "the password was right";
 }
 
 TEST_F(HttpAuthTest, MissingOrMalformedCredentialsAre401SayingWhy) {

@@ -153,6 +153,8 @@ password_hash = ")" + alice +
 name = "bob"
 password_hash = ")" + bob +
                       R"("
+tags = ["monitoring"]
+permissions = [{vhost = "/", configure = "^bob\\.", write = "", read = ".*"}]
 )",
                   &options);
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -172,6 +174,13 @@ password_hash = ")" + bob +
   ASSERT_EQ(options.users.size(), 2u);
   EXPECT_EQ(options.users.at("alice"), alice);
   EXPECT_EQ(options.users.at("bob"), bob);
+  // Without tags and permissions, a config user is an administrator with every permission.
+  EXPECT_EQ(options.user_tags.at("alice"), std::vector<std::string>{"administrator"});
+  EXPECT_EQ(options.user_permissions.at("alice"),
+            (std::vector<UserPermission>{{"/", ".*", ".*", ".*"}}));
+  EXPECT_EQ(options.user_tags.at("bob"), std::vector<std::string>{"monitoring"});
+  EXPECT_EQ(options.user_permissions.at("bob"),
+            (std::vector<UserPermission>{{"/", "^bob\\.", "", ".*"}}));
   EXPECT_TRUE(ValidateOptions(options).ok());
 }
 
@@ -559,6 +568,27 @@ TEST(ConfigDir, EveryTomlFileLoadsAndValidates) {
     EXPECT_TRUE(valid.ok()) << file << ": " << valid.ToString();
   }
   RecordProperty("config_files", static_cast<int>(files.size()));
+}
+
+TEST(ParseConfigText, AConfigUsersBadPermissionsAreRefusedAtStart) {
+  const std::string hash = HashPassword("x", 1000);
+  auto load = [&](const std::string& extra) {
+    ServerOptions options;
+    return ParseConfigText(
+        "[[auth.users]]\nname = \"u\"\npassword_hash = \"" + hash + "\"\n" + extra, "test.toml",
+        &options);
+  };
+  Status bad = load("permissions = [{vhost = \"/\", configure = \"(\"}]\n");
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidConfig);
+  EXPECT_NE(bad.message().find("invalid regular expression '('"), std::string_view::npos)
+      << bad.message();
+  EXPECT_NE(load("permissions = [{vhost = \"other\"}]\n").message().find("does not exist"),
+            std::string_view::npos);
+  EXPECT_NE(load("permissions = [{vhost = \"/\", reed = \".*\"}]\n").message().find("reed"),
+            std::string_view::npos);
+  EXPECT_NE(load("tags = \"administrator\"\n").message().find("tags must be an array"),
+            std::string_view::npos);
+  EXPECT_TRUE(load("tags = []\npermissions = []\n").ok());
 }
 
 }  // namespace

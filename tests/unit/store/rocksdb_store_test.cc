@@ -236,9 +236,14 @@ TEST_F(RocksDbStoreTest, TopologySurvivesReopen) {
 TEST_F(RocksDbStoreTest, UsersSurviveReopenUntilRemoved) {
   Open();
   StoreBatch batch;
-  batch.Add(StoreBatch::PutUser{StoredUser{"ops", "pbkdf2-sha256$1$aa$bb", true, {}}});
-  batch.Add(
-      StoreBatch::PutUser{StoredUser{"worker", "pbkdf2-sha256$1$cc$dd", false, UserLimits{3, 0}}});
+  batch.Add(StoreBatch::PutUser{
+      StoredUser{"ops", "pbkdf2-sha256$1$aa$bb", true, {}, {"administrator"}, {}}});
+  batch.Add(StoreBatch::PutUser{StoredUser{"worker",
+                                           "pbkdf2-sha256$1$cc$dd",
+                                           false,
+                                           UserLimits{3, 0},
+                                           {"monitoring"},
+                                           {UserPermission{"/", "^w-", "", ".*"}}}});
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   Reopen();
   ASSERT_EQ(state_.users.size(), 2u);
@@ -249,12 +254,43 @@ TEST_F(RocksDbStoreTest, UsersSurviveReopenUntilRemoved) {
   // Limits come back, 0 (none allowed) apart from no limit.
   EXPECT_EQ(state_.users[0].limits, UserLimits{});
   EXPECT_EQ(state_.users[1].limits, (UserLimits{3, 0}));
+  // Tags and permissions as given: none is none (a new user's, as after add_user).
+  EXPECT_EQ(state_.users[0].tags, std::vector<std::string>{"administrator"});
+  EXPECT_TRUE(state_.users[0].permissions.empty());
+  EXPECT_EQ(state_.users[1].tags, std::vector<std::string>{"monitoring"});
+  EXPECT_EQ(state_.users[1].permissions,
+            (std::vector<UserPermission>{UserPermission{"/", "^w-", "", ".*"}}));
   StoreBatch removal;
   removal.Add(StoreBatch::RemoveUser{"worker"});
   ASSERT_TRUE(CommitSync(std::move(removal)).ok());
   Reopen();
   ASSERT_EQ(state_.users.size(), 1u);
   EXPECT_EQ(state_.users[0].name, "ops");
+}
+
+TEST_F(RocksDbStoreTest, AUserStoredBeforeTagsKeepsTheRightsItHad) {
+  Open();
+  store_.reset();
+  // Records as written before tags and permissions: no access_model.
+  testing::WithRawDb(dir_.path(), [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    for (bool admin : {true, false}) {
+      pb::UserRecord record;
+      record.set_name(admin ? "old-admin" : "old-worker");
+      record.set_password_hash("pbkdf2-sha256$1$aa$bb");
+      record.set_admin(admin);
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta,
+                          std::string(1, kUserPrefix) + record.name(), record.SerializeAsString())
+                      .ok());
+    }
+  });
+  Reopen();
+  ASSERT_EQ(state_.users.size(), 2u);
+  const std::vector<UserPermission> everything{UserPermission{"/", ".*", ".*", ".*"}};
+  EXPECT_EQ(state_.users[0].name, "old-admin");
+  EXPECT_EQ(state_.users[0].tags, std::vector<std::string>{"administrator"});
+  EXPECT_EQ(state_.users[0].permissions, everything);
+  EXPECT_TRUE(state_.users[1].tags.empty());
+  EXPECT_EQ(state_.users[1].permissions, everything);
 }
 
 TEST_F(RocksDbStoreTest, MessagesRoundTripWithEveryField) {
@@ -487,7 +523,7 @@ TEST_F(RocksDbStoreTest, AFailedPurgeStepIsTriedAgainNotSkipped) {
   bool resumed = false;
   for (int i = 0; i < 50 && !resumed; ++i) {
     StoreBatch probe;
-    probe.Add(StoreBatch::PutUser{StoredUser{"u", "h", false, {}}});
+    probe.Add(StoreBatch::PutUser{StoredUser{"u", "h", false, {}, {}, {}}});
     resumed = CommitSync(std::move(probe)).ok();
     if (!resumed) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
