@@ -742,6 +742,16 @@ void AmqpCodec::EncodeClose(const Status& status, std::string_view reason, std::
         }
         return;
       }
+      if (stage_ == Stage::kOpen) {
+        // The broker closes a logged-in connection so when its user is deleted (RabbitMQ:
+        // "CONNECTION_FORCED - user 'u' is deleted").
+        amqp::AppendMethodFrame(
+            0,
+            amqp::ConnectionClose{amqp::kConnectionForced,
+                                  "CONNECTION_FORCED - " + std::string(status.message()), 0, 0},
+            out);
+        return;
+      }
       break;
     case StatusCode::kHandshakeTimeout:
       return;

@@ -338,7 +338,11 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     }
     if (!s.ok()) return ReplyStatus(rid, s);
     batch.Add(store::StoreBatch::RemoveUser{name});
-    apply = [&users, name] { users.Remove(name); };
+    // As RabbitMQ's delete_user: the user's open connections are closed.
+    apply = [&users, name, context = context_] {
+      users.Remove(name);
+      context->close_connections_of(name, "user '" + CutForDisplay(name) + "' is deleted");
+    };
   }
   // Answered once it is on disk; the change takes effect for logins from then on.
   context_->store->Commit(

@@ -114,6 +114,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.store = server->store_.get();
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
+  server->context_.close_connections_of = [raw](const std::string& user, const std::string& why) {
+    raw->CloseConnectionsOf(user, why);
+  };
 
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
   const TlsOptions& tls = options.tls;
@@ -486,6 +489,22 @@ void Server::OnSessionClosed(uint64_t session_id) {
   std::lock_guard lock(mu_);
   sessions_.erase(session_id);
   if (sessions_.empty()) sessions_cv_.notify_all();
+}
+
+void Server::CloseConnectionsOf(const std::string& user, const std::string& why) {
+  std::vector<std::shared_ptr<Connection>> live;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, weak] : sessions_) {
+      if (auto connection = weak.lock()) live.push_back(std::move(connection));
+    }
+  }
+  // A connection's user is its I/O thread's to read.
+  for (auto& connection : live) {
+    asio::post(connection->executor(), [connection, user, why] {
+      if (connection->user() == user) connection->Refuse(Status(StatusCode::kAccessRefused, why));
+    });
+  }
 }
 
 void Server::Stop() {

@@ -93,6 +93,8 @@ class Server {
   void Accept(Listener& listener);
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
+  // ServerContext::close_connections_of: each connection checks its user on its own thread.
+  void CloseConnectionsOf(const std::string& user, const std::string& why);
   // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`). The
   // promise is shared with the posted handler, so a late answer never outlives its target.
   template <typename T>

@@ -67,6 +67,9 @@ struct ServerContext {
   FrameBudget* frame_budget = nullptr;
   // Thread: the session's I/O thread. Called once when a session's socket is closed.
   std::function<void(uint64_t session_id)> on_session_closed;
+  // Thread: any. Closes every connection logged in as `user`, saying `why` (a deleted user's,
+  // as RabbitMQ's delete_user: AMQP 320 CONNECTION_FORCED, native ACCESS_REFUSED).
+  std::function<void(const std::string& user, const std::string& why)> close_connections_of;
 };
 
 }  // namespace wharf::server

@@ -223,7 +223,16 @@ class PermissionsTest(unittest.TestCase):
         bob.close()
         with self.assertRaises(pika.exceptions.ProbableAccessDeniedError):
             self.connect_as("bob", "bob-secret")
+        # Deleted, its open connections are closed, as RabbitMQ's delete_user does.
+        self.wharfctl("set-permissions", "bob", ".*", ".*", ".*")
+        bob = self.connect_as("bob", "bob-secret")
         self.wharfctl("delete-user", "bob")
+        with self.assertRaises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            for _ in range(50):
+                bob.process_data_events(time_limit=0.1)
+        self.assertEqual(closed.exception.reply_code, 320)
+        self.assertEqual(closed.exception.reply_text, "CONNECTION_FORCED - user 'bob' is deleted")
+        self.assertTrue(self.conn.is_open)
 
 
 if __name__ == "__main__":
