@@ -303,12 +303,25 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     }
     return Reply(rid, std::move(reply));
   }
+  // One change at a time (server/user_changes.h): each reads the user as the last one left it.
+  context_->user_changes->Run([self = shared_from_this(), rid, frame](std::function<void()> done) {
+    self->ChangeUser(rid, frame, std::move(done));
+  });
+}
+
+void NativeSession::ChangeUser(uint64_t rid, const wire::Frame& frame, std::function<void()> done) {
+  UserDirectory& users = *context_->users;
+  auto refuse = [&](const Status& s) {
+    ReplyStatus(rid, s);
+    Flush();  // it may run after the batch that read it, behind another change
+    done();
+  };
   store::StoreBatch batch;
   std::function<void()> apply;
   if (frame.body_case() == wire::Frame::kPutUser) {
     const auto& put = frame.put_user();
     Status s = users.CheckChange(put.name(), &put.password_hash());
-    if (!s.ok()) return ReplyStatus(rid, s);
+    if (!s.ok()) return refuse(s);
     // A replaced user keeps its limits, other tags and permissions (as RabbitMQ's
     // change_password); `admin` sets or clears its administrator tag. A new user has no
     // permissions, as after rabbitmqctl add_user.
@@ -326,7 +339,7 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
              frame.body_case() == wire::Frame::kSetPermissions ||
              frame.body_case() == wire::Frame::kClearPermissions) {
     auto user = ChangedUser(frame);
-    if (!user.ok()) return ReplyStatus(rid, user.status());
+    if (!user.ok()) return refuse(user.status());
     batch.Add(store::StoreBatch::PutUser{*user});
     apply = [&users, user = *user] { users.Put(user); };
   } else {
@@ -336,7 +349,7 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
       s = Status(StatusCode::kPreconditionFailed,
                  "user '" + CutForDisplay(name) + "' does not exist");
     }
-    if (!s.ok()) return ReplyStatus(rid, s);
+    if (!s.ok()) return refuse(s);
     batch.Add(store::StoreBatch::RemoveUser{name});
     // As RabbitMQ's delete_user: the user's open connections are closed.
     apply = [&users, name, context = context_] {
@@ -345,14 +358,16 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     };
   }
   // Answered once it is on disk; the change takes effect for logins from then on.
-  context_->store->Commit(
-      std::move(batch), /*sync=*/true, [self = shared_from_this(), rid, apply](Status status) {
-        if (status.ok()) apply();
-        spdlog::info("conn={} user={} user change {}: {}", self->id_, LogSafe(self->user_), rid,
-                     LogSafe(status.ToString(), kLogSafeStatusBytes));
-        self->ReplyStatus(rid, status);
-        self->Flush();
-      });
+  context_->store->Commit(std::move(batch), /*sync=*/true,
+                          [self = shared_from_this(), rid, apply, done](Status status) {
+                            if (status.ok()) apply();
+                            spdlog::info("conn={} user={} user change {}: {}", self->id_,
+                                         LogSafe(self->user_), rid,
+                                         LogSafe(status.ToString(), kLogSafeStatusBytes));
+                            self->ReplyStatus(rid, status);
+                            self->Flush();
+                            done();
+                          });
 }
 
 Result<store::StoredUser> NativeSession::ChangedUser(const wire::Frame& frame) const {

@@ -64,6 +64,8 @@ class NativeSession final : public broker::SessionPeer,
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
   void HandleBackup(uint64_t rid, const std::string& directory);
+  // A change of a user, run by UserChanges; calls `done` once answered.
+  void ChangeUser(uint64_t rid, const protocol::wire::Frame& frame, std::function<void()> done);
   // A stored user as SetUserLimits, SetUserTags, SetPermissions or ClearPermissions leaves it;
   // refused for a config or built-in user, a bad tag, pattern or vhost.
   Result<store::StoredUser> ChangedUser(const protocol::wire::Frame& frame) const;

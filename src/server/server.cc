@@ -94,6 +94,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.login_checker = server->login_checker_.get();
   server->context_.login_throttle = server->login_throttle_.get();
   server->context_.user_usage = &server->user_usage_;
+  server->context_.user_changes = &server->user_changes_;
   server->context_.flow = &server->flow_;
   server->SetWatermarks(options);
   uint64_t partial_frames = options.partial_frame_bytes;

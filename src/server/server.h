@@ -116,6 +116,7 @@ class Server {
   // What each user has open (thread-safe). Before the I/O contexts: the connections and
   // channels they hold give their slots back when destroyed.
   UserUsage user_usage_;
+  UserChanges user_changes_;  // the broker thread's
 
   // Declaration order matters for destruction: sessions hold sockets of the I/O contexts, and
   // the broker and broker context hold sessions, so those go first (see ~Server).

@@ -18,6 +18,7 @@
 #include "server/login_checker.h"
 #include "server/login_throttle.h"
 #include "server/options.h"
+#include "server/user_changes.h"
 #include "server/user_directory.h"
 #include "server/user_usage.h"
 #include "store/message_store.h"
@@ -54,6 +55,8 @@ struct ServerContext {
   asio::io_context* broker_context = nullptr;
   // Who may log in (thread-safe), and the store, for user changes (call from the broker thread).
   UserDirectory* users = nullptr;
+  // Thread: broker. Runs user changes one at a time.
+  UserChanges* user_changes = nullptr;
   store::MessageStore* store = nullptr;
   // Logins (thread-safe): password checks off the I/O threads, and failures per address.
   LoginChecker* login_checker = nullptr;

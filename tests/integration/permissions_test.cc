@@ -4,8 +4,10 @@
 // The AMQP side: permissions_test.py.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "support/spec_builders.h"
@@ -230,6 +232,43 @@ TEST_F(Permissions, RuntimeUsersGetRightsFromAnAdministratorSeenAtOnceAndKept) {
   EXPECT_NE(server_->Log().find("connection closed: user 'bob' is deleted"), std::string::npos)
       << server_->Log();
   EXPECT_TRUE(ops->ListUsers().ok()) << "the administrator's connection stays";
+}
+
+TEST_F(Permissions, ConcurrentChangesOfOneUserAreNotLost) {
+  auto ops = As("ops");
+  ASSERT_TRUE(ops);
+  ASSERT_TRUE(ops->PutUser("carol", kHash, false).ok());
+  // Two administrators change one user at once, one its tags, the other its permissions: each
+  // change reads the user as the last one left it (server/user_changes.h), so neither undoes
+  // the other. Each checks, after every change of its own, that the user has it.
+  auto carol = [](Client& client) -> std::optional<UserInfo> {
+    auto users = client.ListUsers();
+    if (!users.ok()) return std::nullopt;
+    for (const UserInfo& u : *users) {
+      if (u.name == "carol") return u;
+    }
+    return std::nullopt;
+  };
+  std::atomic<int> lost{0};
+  auto tagger = As("ops");
+  auto granter = As("ops");
+  ASSERT_TRUE(tagger && granter);
+  std::thread tags([&] {
+    for (int i = 0; i < 40; ++i) {
+      const std::string tag = "t" + std::to_string(i);
+      EXPECT_TRUE(tagger->SetUserTags("carol", {tag}).ok());
+      auto now = carol(*tagger);
+      if (!now || now->tags != std::vector<std::string>{tag}) ++lost;
+    }
+  });
+  for (int i = 0; i < 40; ++i) {
+    const std::string pattern = "^c" + std::to_string(i);
+    EXPECT_TRUE(granter->SetPermissions("carol", {"/", pattern, "", ""}).ok());
+    auto now = carol(*granter);
+    if (!now || now->permissions != std::vector<UserPermission>{{"/", pattern, "", ""}}) ++lost;
+  }
+  tags.join();
+  EXPECT_EQ(lost.load(), 0) << "changes undone by a concurrent change of the same user";
 }
 
 }  // namespace
