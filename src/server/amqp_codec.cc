@@ -294,8 +294,8 @@ Status AmqpCodec::OnOpen(const amqp::Frame& frame) {
   }
   // A user with no permissions in the vhost may not open it (RabbitMQ's check_vhost_access).
   if (!context_->users->AccessOf(connection_.user())->CanUseVhost(open.virtual_host)) {
-    spdlog::warn("conn={} user={} peer={} refused: no permissions in vhost '/'", connection_.id(),
-                 LogSafe(connection_.user()), connection_.peer());
+    spdlog::warn("conn={} user={} peer={} refused: no permissions in vhost {}", connection_.id(),
+                 LogSafe(connection_.user()), connection_.peer(), LogSafe(open.virtual_host));
     return Fail(amqp::kNotAllowed,
                 "access to vhost '" + CutForDisplay(open.virtual_host) + "' refused for user '" +
                     CutForDisplay(connection_.user()) + "'",
@@ -742,7 +742,7 @@ void AmqpCodec::EncodeClose(const Status& status, std::string_view reason, std::
         }
         return;
       }
-      if (stage_ == Stage::kOpen) {
+      if (stage_ == Stage::kOpen && status.code() == StatusCode::kAccessRefused) {
         // The broker closes a logged-in connection so when its user is deleted (RabbitMQ:
         // "CONNECTION_FORCED - user 'u' is deleted").
         amqp::AppendMethodFrame(
