@@ -5,26 +5,35 @@
 #include "broker/broker.h"
 
 namespace wharf::broker {
+namespace {
+
+// The session's user's Access, taken again from `source` when its generation moved.
+const Access* CurrentAccess(const AccessSource& source, SessionState& session) {
+  const uint64_t generation = source.access_generation();
+  if (!session.access || session.access_generation != generation) {
+    session.access = source.AccessOf(session.user());
+    session.access_generation = generation;
+    session.allowed.clear();
+  }
+  return session.access.get();
+}
+
+}  // namespace
 
 const Access* Broker::AccessOf(uint64_t session_id) {
   if (access_source_ == nullptr) return nullptr;
   SessionState* session = FindSession(session_id);
-  if (session == nullptr) return nullptr;
-  const uint64_t generation = access_source_->access_generation();
-  if (!session->access || session->access_generation != generation) {
-    session->access = access_source_->AccessOf(session->user());
-    session->access_generation = generation;
-    session->allowed.clear();
-  }
-  return session->access.get();
+  return session == nullptr ? nullptr : CurrentAccess(*access_source_, *session);
 }
 
 Status Broker::Authorize(uint64_t session_id, Permission permission, ResourceKind kind,
                          std::string_view name) {
   thread_checker_.Check();
-  const Access* access = AccessOf(session_id);
-  if (access == nullptr) return Status::Ok();
+  if (access_source_ == nullptr) return Status::Ok();
+  // One session lookup per check: this runs for every publish.
   SessionState* session = FindSession(session_id);
+  if (session == nullptr) return Status::Ok();
+  const Access* access = CurrentAccess(*access_source_, *session);
   auto& allowed = session->allowed;
   auto cached = std::find_if(allowed.begin(), allowed.end(), [&](const auto& check) {
     return check.permission == permission && check.kind == kind && check.name == name;
