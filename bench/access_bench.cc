@@ -2,6 +2,7 @@
 // session's cache of allowed checks that a publisher's stream to one exchange hits.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,7 +49,7 @@ void BM_BrokerAuthorize(benchmark::State& state) {
   wharf::broker::Broker broker(wharf::broker::BrokerOptions{}, &clock);
   OneUser users;
   broker.SetAccessSource(&users);
-  broker.OpenSession(1, "app", std::make_shared<wharf::bench::NullPeer>());
+  if (!broker.OpenSession(1, "app", std::make_shared<wharf::bench::NullPeer>()).ok()) std::abort();
   std::vector<std::string> names;
   for (int64_t i = 0; i < state.range(0); ++i) names.push_back("app.x" + std::to_string(i));
   size_t i = 0;

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ struct InFlight {
 
   explicit InFlight(size_t in_flight) {
     broker = std::make_unique<wharf::broker::Broker>(wharf::broker::BrokerOptions{}, &clock);
-    broker->OpenSession(1, "bench", peer);
+    if (!broker->OpenSession(1, "bench", peer).ok()) std::abort();
     wharf::QueueSpec spec;
     spec.name = "q";
     (void)broker->DeclareQueue(1, spec);

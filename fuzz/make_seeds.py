@@ -220,6 +220,11 @@ def store():
     put("store_records", b"\x07" + field(1, b"events") + field(2, b"orders") + field(3, b"a.#"))
     put("store_records", b"\x08" + field(1, b"dlq") + field(2, 100))
     put("store_records", b"\x09" + field(1, b"alice") + field(2, b"pbkdf2$x") + field(3, 1))
+    # Format 9: a vhost record, and a queue and a binding of the vhost "shop".
+    put("store_records", b"\x0a" + field(1, b"shop") + field(2, b"the shop") + field(3, 10) +
+        field(4, 100))
+    put("store_records", b"\x06" + field(1, b"orders") + field(2, 1) + field(5, b"shop"))
+    put("store_records", b"\x07" + field(1, b"events") + field(2, b"orders") + field(6, b"shop"))
 
 
 def config():
@@ -230,6 +235,8 @@ def config():
         b'cert_login = "common_name"\nmin_version = "1.3"\n')
     put("config", b'[auth]\nloopback_guest = false\n[[auth.users]]\nname = "alice"\n'
         b'password_hash = "pbkdf2-sha256$20000$c2FsdA$aGFzaA"\n[limits]\nmax_connections = 10\n')
+    put("config", b'[[auth.users]]\nname = "shopper"\npassword_hash = "pbkdf2-sha256$20000$c2FsdA$aGFzaA"\n'
+        b'tags = []\npermissions = [{vhost = "shop", configure = ".*", write = "", read = "^a"}]\n')
 
 
 def topic():

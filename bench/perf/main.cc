@@ -78,6 +78,9 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
       ->check(CLI::ExistingFile);
   app.add_option("--user", o->user, "user (default guest, the loopback user)");
   app.add_option("--password", o->password, "password (default guest)");
+  CLI::Option* vhost_opt =
+      app.add_option("--vhost", o->vhost, "native: the virtual host to use (default /)");
+  vhost_opt->excludes(uri_opt);
   app.add_option("--queue", o->queue, "queue name (with --queues N: NAME-0..NAME-N-1)")
       ->capture_default_str();
   app.add_option("--queues", o->queues, "number of queues")

@@ -14,6 +14,7 @@ ClientOptions ClientOptionsFor(const Options& o, const std::string& name) {
   c.port = o.port;
   c.user = o.user;
   c.password = o.password;
+  c.vhost = o.vhost;
   c.client_name = name;
   c.tls.enabled = o.tls;
   c.tls.ca_file = o.ca_file;

@@ -65,6 +65,9 @@ struct ClientOptions {
   // taken that cannot be sent. Acks and other small frames are never held.
   size_t max_buffered_bytes = 64u << 20;
   ClientTlsOptions tls;
+  // The virtual host to open (docs/security.md, "Virtual hosts"): every name this client
+  // gives is looked up there. The user needs permissions in it.
+  std::string vhost = "/";
 };
 
 // One message handed to this client.
@@ -194,6 +197,18 @@ class Client {
   Status SetPermissions(const std::string& name, const UserPermission& permission);
   Status ClearPermissions(const std::string& name, const std::string& vhost = "/");
   Result<std::vector<UserInfo>> ListUsers();
+
+  // --- Virtual hosts (the administrator tag only) ----------------------------------------------
+  // RabbitMQ's add_vhost, delete_vhost, set_vhost_limits, list_vhosts. Deleting a vhost deletes
+  // every queue (with its messages) and exchange in it, closes its connections and removes
+  // every stored user's permissions in it; "/" cannot be deleted.
+  Status AddVhost(const std::string& name, const std::string& description = {});
+  Status DeleteVhost(const std::string& name);
+  // Each limit given (std::nullopt: left as it is) replaces the vhost's: negative clears it,
+  // 0 allows none. Connections and queues already there stay.
+  Status SetVhostLimits(const std::string& name, std::optional<int64_t> max_connections,
+                        std::optional<int64_t> max_queues);
+  Result<std::vector<VhostInfo>> ListVhosts();
 
   // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------
   // Has the broker write a consistent copy of its store into `directory`, an absolute path on

@@ -50,6 +50,7 @@ enum class StatusCode : uint16_t {
   kReservedName = 309,
   kLeaseExpired = 310,
   kQueueFull = 311,
+  kVhostNotFound = 312,
   kInternal = 500,
   kShuttingDown = 501,
   kResourceExhausted = 502,

@@ -37,6 +37,9 @@ struct ExchangeSpec {
   // x-delayed-type): a message published to it with an integer x-delay header (ms, > 0) is
   // delayed that long in each queue it routes to (docs/scheduler.md).
   bool delayed = false;
+  // The virtual host it lives in. A session's declarations are always in the session's own
+  // vhost (what a client sets here is ignored); listings and the store fill it in.
+  std::string vhost = {};
 };
 
 struct QueueSpec {
@@ -50,7 +53,8 @@ struct QueueSpec {
   // x-max-length-bytes, x-overflow (drop-head | reject-publish | reject-publish-dlx),
   // x-message-ttl, x-expires, x-single-active-consumer (a bool).
   Headers arguments;
-  bool passive = false;  // only check that it exists
+  bool passive = false;    // only check that it exists
+  std::string vhost = {};  // as ExchangeSpec::vhost
 };
 
 // A binding from `exchange` (the source) to a queue, or to another exchange when
@@ -61,6 +65,7 @@ struct BindingSpec {
   std::string routing_key;  // a pattern for topic exchanges
   Headers arguments;        // headers exchanges: the match table, plus "x-match" = "all"|"any"
   std::string destination_exchange = {};  // exchange-to-exchange binding: route on into this one
+  std::string vhost = {};                 // as ExchangeSpec::vhost
 };
 
 struct QueueInfo {
@@ -91,6 +96,7 @@ struct QueueInfo {
   // backoff). 0 otherwise.
   uint64_t groups = 0;
   uint64_t groups_held = 0;
+  std::string vhost = {};  // the virtual host it is in
 };
 
 // A message waiting in a queue until its delivery time (Client::ListDelayed).
@@ -181,9 +187,10 @@ struct ExchangeInfo {
   bool auto_delete = false;
   std::string alternate_exchange;
   uint32_t bindings = 0;
-  bool internal = false;  // fed only by exchange-to-exchange bindings (ExchangeSpec::internal)
-  Headers arguments;      // as declared
-  bool delayed = false;   // an x-delayed-message exchange of type `type` (ExchangeSpec::delayed)
+  bool internal = false;   // fed only by exchange-to-exchange bindings (ExchangeSpec::internal)
+  Headers arguments;       // as declared
+  bool delayed = false;    // an x-delayed-message exchange of type `type` (ExchangeSpec::delayed)
+  std::string vhost = {};  // the virtual host it is in
 };
 
 // A client connection, as wharfctl connections shows it.
@@ -199,6 +206,7 @@ struct ConnectionInfo {
   std::string client;          // the client's name: native Hello, AMQP client properties' product
   std::string client_version;  // AMQP client properties' version
   uint32_t channels = 0;       // AMQP: channels open; native: 1 (the connection is one session)
+  std::string vhost = {};      // the virtual host it opened
 };
 
 struct ConsumerInfo {
@@ -215,6 +223,7 @@ struct ConsumerInfo {
   // RabbitMQ's activity_status: "up" (offered messages), or on a single-active-consumer queue
   // "single_active" (the one offered messages) or "waiting".
   std::string activity;
+  std::string vhost = {};  // the virtual host it is in
 };
 
 // Per-user limits (RabbitMQ's set_user_limits): how many connections, and AMQP channels across
@@ -235,6 +244,25 @@ struct UserPermission {
   std::string write;
   std::string read;
   bool operator==(const UserPermission&) const = default;
+};
+
+// Per-vhost limits (RabbitMQ's set_vhost_limits): connections open into the vhost and queues
+// in it at once. Negative: no limit; 0: none at all.
+struct VhostLimits {
+  int64_t max_connections = -1;
+  int64_t max_queues = -1;
+  bool operator==(const VhostLimits&) const = default;
+};
+
+// A virtual host: a namespace of exchanges, queues and bindings of its own (docs/security.md,
+// "Virtual hosts").
+struct VhostInfo {
+  std::string name;
+  std::string description;
+  VhostLimits limits;
+  uint64_t queues = 0;       // in it now
+  uint64_t exchanges = 0;    // built-in ones included
+  uint64_t connections = 0;  // open into it now
 };
 
 struct UserInfo {

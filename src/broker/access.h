@@ -24,14 +24,12 @@
 #include <string_view>
 #include <vector>
 
+#include "broker/vhost.h"
 #include "common/regex.h"
 #include "wharf/status.h"
 #include "wharf/types.h"
 
 namespace wharf::broker {
-
-// The only virtual host until vhosts are made (docs/security.md).
-inline constexpr std::string_view kDefaultVhost = "/";
 
 enum class Permission : uint8_t { kConfigure, kWrite, kRead };
 enum class ResourceKind : uint8_t { kQueue, kExchange };

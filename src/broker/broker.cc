@@ -131,23 +131,17 @@ Broker::Broker(BrokerOptions options, const Clock* clock, store::MessageStore* s
       store_(store) {
   release_tokens_ = std::max<double>(options_.delay_release_per_second / 10.0, 1.0);
   release_refilled_at_ = clock_->Now();
-  for (auto [name, type] : {std::pair{"amq.direct", ExchangeType::kDirect},
-                            {"amq.fanout", ExchangeType::kFanout},
-                            {"amq.topic", ExchangeType::kTopic},
-                            {"amq.headers", ExchangeType::kHeaders},
-                            {"amq.match", ExchangeType::kHeaders}}) {
-    ExchangeSpec spec;
-    spec.name = name;
-    spec.type = type;
-    exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
-  }
+  vhosts_.emplace(kDefaultVhost, VhostState{});
+  AddBuiltinExchanges(std::string(kDefaultVhost));
 }
 
 // --- Sessions -----------------------------------------------------------------------------------
 
-void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
-                         std::string address, SessionOptions options) {
+Status Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
+                           std::string address, SessionOptions options) {
   thread_checker_.Check();
+  if (options.vhost.empty()) options.vhost = kDefaultVhost;
+  if (options.owner_id == 0) WHARF_RETURN_IF_ERROR(CheckVhostConnection(options.vhost));
   auto state =
       std::make_unique<SessionState>(session_id, std::move(user), std::move(peer), options);
   state->address = std::move(address);
@@ -157,18 +151,24 @@ void Broker::OpenSession(uint64_t session_id, std::string user, std::shared_ptr<
   // by OpenConnection already.
   auto [it, inserted] = connections_.try_emplace(state->owner_id());
   if (inserted) {
-    it->second = ConnectionRecord{
-        state->user(), state->address, state->connected_at_ms,
-        state->own_owner() ? std::move(options.connection) : ConnectionMeta{"amqp", {}, {}}};
+    ConnectionMeta meta =
+        state->own_owner() ? std::move(options.connection) : ConnectionMeta{"amqp", {}, {}};
+    meta.vhost = state->vhost();
+    it->second =
+        ConnectionRecord{state->user(), state->address, state->connected_at_ms, std::move(meta)};
   }
   sessions_.emplace(session_id, std::move(state));
+  return Status::Ok();
 }
 
-void Broker::OpenConnection(uint64_t owner_id, std::string user, std::string address,
-                            ConnectionMeta meta) {
+Status Broker::OpenConnection(uint64_t owner_id, std::string user, std::string address,
+                              ConnectionMeta meta) {
   thread_checker_.Check();
+  if (meta.vhost.empty()) meta.vhost = kDefaultVhost;
+  WHARF_RETURN_IF_ERROR(CheckVhostConnection(meta.vhost));
   connections_[owner_id] =
       ConnectionRecord{std::move(user), std::move(address), clock_->WallMillis(), std::move(meta)};
+  return Status::Ok();
 }
 
 void Broker::CloseSession(uint64_t session_id) {
@@ -207,8 +207,8 @@ void Broker::DropExclusiveQueues(uint64_t owner_id) {
   if (it == exclusive_queues_.end()) return;
   // DropQueue edits the owner's list (and may erase it): walk a copy.
   std::vector<std::string> exclusive = it->second;
-  for (const auto& name : exclusive) {
-    auto q = queues_.find(name);
+  for (const auto& key : exclusive) {
+    auto q = queues_.find(key);
     if (q != queues_.end()) DropQueue(q->second, "exclusive queue's connection closed");
   }
   exclusive_queues_.erase(owner_id);
@@ -295,7 +295,7 @@ std::string Broker::NameOf(std::string_view prefix, const uint64_t (&words)[2]) 
 
 void Broker::ScheduleConsumers(const SessionState& session) {
   for (const auto& [tag, consumer] : session.consumers) {
-    auto q = queues_.find(consumer->queue);
+    auto q = queues_.find(ResourceKey(session.vhost(), consumer->queue));
     if (q != queues_.end()) ScheduleDispatch(q->second);
   }
 }
@@ -333,7 +333,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   WHARF_RETURN_IF_ERROR(
       Authorize(session_id, Permission::kWrite, ResourceKind::kExchange, exchange_name));
   const int64_t now_ms = clock_->WallMillis();
-  Exchange* exchange = exchange_name.empty() ? nullptr : FindExchange(exchange_name);
+  const std::string& vhost = VhostOf(session_id);
+  Exchange* exchange = exchange_name.empty() ? nullptr : FindExchange(vhost, exchange_name);
   if (timing.delay_ms == 0 && timing.deliver_at_ms == 0 && exchange && exchange->spec().delayed) {
     // A delayed-message exchange takes the delay from the message (RabbitMQ's plugin).
     timing.delay_ms = DelayHeader(message.headers);
@@ -360,7 +361,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     return PublishReply(routing_key, std::move(message));
   }
   if (exchange_name.empty()) {
-    auto it = queues_.find(routing_key);
+    auto it = queues_.find(ResourceKey(vhost, routing_key));
     // Anyone may publish to an exclusive queue (RPC reply queues); only its owner consumes.
     if (it != queues_.end()) targets.push_back(it->second.get());
   } else {
@@ -373,7 +374,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       return Status(
           StatusCode::kAccessRefused,
           IsAmqp(session_id)
-              ? "cannot publish to internal " + rabbitmq::Resource("exchange", exchange_name)
+              ? "cannot publish to internal " + rabbitmq::Resource("exchange", exchange_name, vhost)
               : "cannot publish to internal exchange " + Quote(exchange_name));
     }
     std::vector<const Exchange*> visited;
@@ -471,7 +472,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   std::vector<std::shared_ptr<store::DedupOutcome>> outcomes;
   for (size_t i = 0; i < targets.size(); ++i) {
     Queue* queue = targets[i];
-    auto it = queues_.find(queue->name());
+    auto it = queues_.find(queue->key());
     std::shared_ptr<store::DedupOutcome> dedup;
     if (!dedup_keys.empty() && !dedup_keys[i].empty()) {
       // Ahead of the entry it may keep from being written.
@@ -518,13 +519,13 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   for (Queue* queue : targets) {
     if (due_ms == 0 && queue->policy().has_length_limit() &&
         queue->policy().overflow == QueuePolicy::Overflow::kDropHead) {
-      if (auto it = queues_.find(queue->name()); it != queues_.end()) DropHeads(it->second);
+      if (auto it = queues_.find(queue->key()); it != queues_.end()) DropHeads(it->second);
     }
   }
   // Expiration "0" where it could not be delivered at once: dead-lettered now (also when a
   // full queue refuses the publish below: these queues took it).
   for (Queue* queue : expire_now) {
-    if (auto it = queues_.find(queue->name()); it != queues_.end()) {
+    if (auto it = queues_.find(queue->key()); it != queues_.end()) {
       ++queue->expired_total;
       DeadLetter(it->second, QueuedMessage{envelope, 0, 0, false, 0, 0, nullptr}, "expired");
     }
@@ -536,7 +537,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     for (Queue* queue : full) {
       names += (names.empty() ? "" : ", ") + Quote(queue->name());
       if (queue->policy().overflow == QueuePolicy::Overflow::kRejectPublishDlx) {
-        if (auto it = queues_.find(queue->name()); it != queues_.end()) {
+        if (auto it = queues_.find(queue->key()); it != queues_.end()) {
           DeadLetter(it->second, QueuedMessage{envelope, 0, 0, false, 0, 0, nullptr}, "max_length");
         }
       }

@@ -51,6 +51,7 @@
 #include "broker/queue.h"
 #include "broker/redrive_task.h"
 #include "broker/session_state.h"
+#include "broker/vhost.h"
 #include "common/clock.h"
 #include "common/histogram.h"
 #include "common/thread_checker.h"
@@ -163,9 +164,11 @@ class Broker {
 
   // --- Sessions -------------------------------------------------------------------------------
   // `options.owner_id`: the owner of the exclusive queues the session declares (an AMQP
-  // connection, for each of its channels' sessions); 0: the session owns its own.
-  void OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
-                   std::string address = {}, SessionOptions options = {});
+  // connection, for each of its channels' sessions); 0: the session owns its own. A session
+  // that is its own connection (native) is refused, and not opened, when its vhost is unknown
+  // (kVhostNotFound) or at its max-connections (kResourceExhausted): CheckVhostConnection.
+  Status OpenSession(uint64_t session_id, std::string user, std::shared_ptr<SessionPeer> peer,
+                     std::string address = {}, SessionOptions options = {});
   // Requeues everything the session held and cancels its consumers (an auto-delete queue that
   // loses its last consumer goes). A session that is its own owner (native) also deletes its
   // exclusive queues; a channel's session leaves them to its owner's CloseOwner.
@@ -173,8 +176,9 @@ class Broker {
   // An AMQP connection logged in (`owner_id`: the owner of its channels' sessions): listed by
   // ListConnections from now on, with or without channels, until CloseOwner. A native
   // session is its own connection and needs no call (SessionOptions::connection).
-  void OpenConnection(uint64_t owner_id, std::string user, std::string address,
-                      ConnectionMeta meta);
+  // Refused as OpenSession's connections are (meta.vhost: "" is "/").
+  Status OpenConnection(uint64_t owner_id, std::string user, std::string address,
+                        ConnectionMeta meta);
   // Deletes the exclusive queues of `owner_id` (an AMQP connection, once the server closed
   // every session of its channels; consumers still on them are cancelled with notice), and
   // forgets the connection.
@@ -189,6 +193,22 @@ class Broker {
   void BeginShutdown() { shutting_down_ = true; }
   // The session's connection caught up on writing: dispatch to its consumers again.
   void ResumeSession(uint64_t session_id);
+
+  // --- Virtual hosts (broker_vhosts.cc; broker/vhost.h) ----------------------------------------
+  // The vhost "/" always exists. A new vhost gets its own built-in exchanges (amq.direct, ...),
+  // as in RabbitMQ; stored with a store. An existing one is left as it is (OK, as
+  // rabbitmqctl add_vhost).
+  Status AddVhost(const std::string& name, std::string description = {}, VhostLimits limits = {});
+  // Deletes every queue (with its messages) and exchange of the vhost, then the vhost.
+  // Sessions still open in it (the server closes them first) can do nothing more there.
+  // kNotFound for an unknown vhost; "/" cannot be deleted (kReservedName).
+  Status DeleteVhost(std::string_view name);
+  Status SetVhostLimits(std::string_view name, VhostLimits limits);
+  bool HasVhost(std::string_view name) const { return vhosts_.find(name) != vhosts_.end(); }
+  // kNotAllowed (RabbitMQ's connection.open refusal) when the vhost is unknown or at its
+  // max-connections; OK when another connection may open into it.
+  Status CheckVhostConnection(std::string_view name) const;
+  std::vector<VhostInfo> ListVhosts() const;
 
   // --- Access (broker/access.h) ----------------------------------------------------------------
   // Every session's operations are checked against its user's Access from `source` (which must
@@ -239,13 +259,16 @@ class Broker {
   // existing binding may still be on its way to disk): its answer waits for the sync. A
   // change of transient topology is answered at once. Clears the note.
   bool TakeDurableTopologyChange() { return std::exchange(durable_topology_change_, false); }
-  std::vector<QueueInfo> ListQueues(std::string_view prefix) const;
-  std::vector<ExchangeInfo> ListExchanges() const;
-  // Operators' listings (broker_metrics.cc): bindings from `exchange` and/or to `queue` ("" =
-  // any), consumers of `queue` ("" = all), connections.
-  std::vector<BindingSpec> ListBindings(std::string_view exchange, std::string_view queue) const;
-  std::vector<ConsumerInfo> ListConsumers(std::string_view queue) const;
-  std::vector<ConnectionInfo> ListConnections() const;
+  // Listings (broker_metrics.cc), of the vhost `vhost` ("" = every vhost, by vhost then name):
+  // queues whose names start with `prefix`, exchanges, bindings from `exchange` and/or to
+  // `queue` ("" = any), consumers of `queue` ("" = all), connections.
+  std::vector<QueueInfo> ListQueues(std::string_view prefix, std::string_view vhost = {}) const;
+  std::vector<ExchangeInfo> ListExchanges(std::string_view vhost = {}) const;
+  std::vector<BindingSpec> ListBindings(std::string_view exchange, std::string_view queue,
+                                        std::string_view vhost = {}) const;
+  std::vector<ConsumerInfo> ListConsumers(std::string_view queue,
+                                          std::string_view vhost = {}) const;
+  std::vector<ConnectionInfo> ListConnections(std::string_view vhost = {}) const;
 
   // --- Messaging -----------------------------------------------------------------------------
   // `request_id` is the publisher's, when it wants a confirm: a persistent message then gets
@@ -384,9 +407,17 @@ class Broker {
     kDrop,
   };
 
-  // kQueueNotFound, or kResourceLocked for an exclusive queue of another owner.
+  // The session's queue `name` (in its vhost): kQueueNotFound, or kResourceLocked for an
+  // exclusive queue of another owner.
   Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view name) const;
-  Exchange* FindExchange(std::string_view name);
+  // The same in `vhost` (recovery binds in each binding's own vhost).
+  Result<std::shared_ptr<Queue>> FindQueue(uint64_t session_id, std::string_view vhost,
+                                           std::string_view name) const;
+  // The queue or exchange `name` of `vhost`, or null.
+  std::shared_ptr<Queue> QueueIn(std::string_view vhost, std::string_view name) const;
+  Exchange* FindExchange(std::string_view vhost, std::string_view name);
+  // The session's vhost ("/" for an unknown session: the broker's own work, tests).
+  const std::string& VhostOf(uint64_t session_id) const;
   SessionState* FindSession(uint64_t session_id);
   const SessionState* FindSession(uint64_t session_id) const;
   // The session's owner (SessionState::owner_id); the id itself for an unknown session.
@@ -489,13 +520,22 @@ class Broker {
   void AnswerWhenDurable(std::function<void(const Status&)> answer);
   // Answers a long poll (possibly with nothing) and forgets its deadline.
   void CompleteWaiter(const PullWaiter& waiter, std::vector<Delivery> deliveries);
-  void MaybeAutoDeleteExchange(const std::string& name);
+  void MaybeAutoDeleteExchange(std::string_view vhost, std::string_view name);
   // Deletes an exchange and every binding to or from it.
-  void RemoveExchange(const std::string& name);
+  void RemoveExchange(std::string_view vhost, std::string_view name);
+  // Creates the built-in exchanges of a vhost (amq.direct, amq.fanout, ...).
+  void AddBuiltinExchanges(const std::string& vhost);
   // Appends the queues `exchange` routes to, following exchange-to-exchange bindings and
   // alternate exchanges; `visited` stops cycles.
   void RouteThrough(Exchange* exchange, const std::string& routing_key, const Headers& headers,
                     std::vector<Queue*>* targets, std::vector<const Exchange*>* visited);
+  // Bind (`bind`) or Unbind in `vhost`.
+  Status BindIn(uint64_t session_id, const std::string& vhost, const BindingSpec& binding,
+                bool bind);
+  // kVhostNotFound when the session's vhost was deleted under it.
+  Status VhostUsable(std::string_view vhost) const;
+  // kPreconditionFailed (RabbitMQ's words, naming `queue`) when the vhost holds its max-queues.
+  Status CheckVhostQueueLimit(std::string_view vhost, std::string_view queue) const;
   // The exchange-to-exchange half of Bind and Unbind.
   Status AuthorizeBinding(uint64_t session_id, const BindingSpec& binding);
   Status BindExchanges(uint64_t session_id, const BindingSpec& binding, Exchange* source,
@@ -546,7 +586,7 @@ class Broker {
   // Peek's read of the paged messages of the lane of `at` (broker_peek.cc).
   void PeekDisk(const std::shared_ptr<Queue>& queue, uint64_t at, uint32_t wanted, uint64_t budget,
                 bool with_body, PeekPage page, std::function<void(const Result<PeekPage>&)> reply);
-  void OnRedriveRead(const std::string& queue_name, uint64_t serial, uint64_t generation,
+  void OnRedriveRead(const std::string& queue_key, uint64_t serial, uint64_t generation,
                      Result<std::vector<store::LoadedMessage>> loaded);
   // Answers a StartRedrive or CancelRedrive once the task's record is on disk.
   // `settled(written)` runs first, when the commit's outcome is known.
@@ -611,10 +651,17 @@ class Broker {
   const Clock* clock_;
   ThreadChecker thread_checker_;
 
+  // Exchanges and queues by ResourceKey(vhost, name); queues ordered for listing.
   std::unordered_map<std::string, std::unique_ptr<Exchange>> exchanges_;
-  std::map<std::string, std::shared_ptr<Queue>, std::less<>> queues_;  // ordered for listing
+  std::map<std::string, std::shared_ptr<Queue>, std::less<>> queues_;
+  struct VhostState {
+    std::string description;
+    VhostLimits limits;
+    uint64_t queues = 0;  // in queues_
+  };
+  std::map<std::string, VhostState, std::less<>> vhosts_;
   std::unordered_map<uint64_t, std::unique_ptr<SessionState>> sessions_;
-  // The exclusive queues of each owner (SessionState::owner_id), by name.
+  // The exclusive queues of each owner (SessionState::owner_id), by ResourceKey.
   std::unordered_map<uint64_t, std::vector<std::string>> exclusive_queues_;
   // Every connection, by owner id (a native session's own id), for the listings and metrics.
   struct ConnectionRecord {
@@ -702,7 +749,7 @@ class Broker {
   bool shutting_down_ = false;
   bool dropping_heads_ = false;        // inside DropHeads (no nested DropHeads from DeadLetter)
   uint64_t deliveries_in_flight_ = 0;  // in every session's unacked
-  // Each queue's last redrive, running or not, by queue name.
+  // Each queue's last redrive, running or not, by the queue's ResourceKey.
   std::map<std::string, RedriveTask, std::less<>> redrives_;
   uint64_t next_redrive_serial_ = 1;
   Histogram confirm_ms_;  // publish to confirm of persistent messages

@@ -42,7 +42,7 @@ Status Broker::Authorize(uint64_t session_id, Permission permission, ResourceKin
   // RabbitMQ checks the default exchange under the name amq.default.
   const std::string_view checked =
       kind == ResourceKind::kExchange && name.empty() ? std::string_view("amq.default") : name;
-  Status s = access->Check(kDefaultVhost, permission, kind, checked);
+  Status s = access->Check(session->vhost(), permission, kind, checked);
   if (!s.ok()) return s;
   if (allowed.size() == SessionState::kAllowedChecks) allowed.erase(allowed.begin());
   allowed.push_back(SessionState::AllowedCheck{permission, kind, std::string(name)});

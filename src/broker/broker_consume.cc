@@ -47,8 +47,9 @@ Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& qu
   // first: one consumer at a time is that queue's rule already.
   if (exclusive && queue->consumers().single_active_mode()) {
     if (session->amqp()) {
-      return Status(StatusCode::kAccessRefused,
-                    rabbitmq::Resource("queue", queue_name) + " in exclusive use");
+      return Status(
+          StatusCode::kAccessRefused,
+          rabbitmq::Resource("queue", queue_name, session->vhost()) + " in exclusive use");
     }
     return Status(StatusCode::kResourceLocked,
                   "queue " + Quote(queue_name) +
@@ -58,8 +59,9 @@ Result<std::string> Broker::Subscribe(uint64_t session_id, const std::string& qu
   for (const auto& other : queue->consumers()) {
     if (other->exclusive || exclusive) {
       if (session->amqp()) {  // RabbitMQ's 403
-        return Status(StatusCode::kAccessRefused,
-                      rabbitmq::Resource("queue", queue_name) + " in exclusive use");
+        return Status(
+            StatusCode::kAccessRefused,
+            rabbitmq::Resource("queue", queue_name, session->vhost()) + " in exclusive use");
       }
       return Status(StatusCode::kResourceLocked,
                     "queue " + Quote(queue_name) +
@@ -110,7 +112,7 @@ void Broker::RemoveConsumer(SessionState& session, const std::string& tag, bool 
     session.peer().ConsumerCancelled(tag, reason);
     MarkDirty(session);
   }
-  auto q = queues_.find(consumer->queue);
+  auto q = queues_.find(ResourceKey(session.vhost(), consumer->queue));
   if (q == queues_.end()) return;
   ConsumerSet& list = q->second->consumers();
   list.Remove(consumer);
@@ -160,7 +162,7 @@ Status Broker::Receive(uint64_t session_id, uint64_t request_id, const std::stri
   waiter.max_messages = max_messages;
   waiter.lease_ms = lease_ms;
   waiter.deadline = receive_deadlines_.emplace(clock_->Now() + std::chrono::milliseconds(wait_ms),
-                                               std::pair{queue_name, waiter.waiter_id});
+                                               std::pair{queue->key(), waiter.waiter_id});
   queue->waiters().push_back(waiter);
   TouchQueue(*queue);
   ScheduleDispatch(queue);

@@ -75,7 +75,7 @@ void Broker::ReleaseDue() {
   size_t released = 0;
   while (released < budget && !delay_heads_.empty() && delay_heads_.begin()->first <= wall) {
     Queue* raw = delay_heads_.begin()->second;
-    auto it = queues_.find(raw->name());
+    auto it = queues_.find(raw->key());
     if (it == queues_.end() || it->second.get() != raw) {  // cannot happen: dropped queues leave
       delay_heads_.erase(delay_heads_.begin());
       raw->scheduled_due.reset();

@@ -348,15 +348,16 @@ void Broker::DeadLetter(const std::shared_ptr<Queue>& source, QueuedMessage mess
   std::string target_name;
   if (!policy.dead_letter_queue.empty()) {
     target_name = "queue " + Quote(policy.dead_letter_queue);
-    if (auto it = queues_.find(policy.dead_letter_queue); it != queues_.end()) {
-      targets.push_back(it->second.get());
+    // The source's vhost: a dead-letter target is always in the vhost of its queue.
+    if (auto target = QueueIn(source->vhost(), policy.dead_letter_queue)) {
+      targets.push_back(target.get());
     }
   } else {
     const std::string& key = envelope->routing_key;
     target_name = "exchange " + Quote(*policy.dead_letter_exchange) + " key " + Quote(key);
     if (policy.dead_letter_exchange->empty()) {
-      if (auto it = queues_.find(key); it != queues_.end()) targets.push_back(it->second.get());
-    } else if (Exchange* exchange = FindExchange(*policy.dead_letter_exchange)) {
+      if (auto target = QueueIn(source->vhost(), key)) targets.push_back(target.get());
+    } else if (Exchange* exchange = FindExchange(source->vhost(), *policy.dead_letter_exchange)) {
       std::vector<const Exchange*> visited;
       RouteThrough(exchange, key, envelope->message.headers, &targets, &visited);
       std::sort(targets.begin(), targets.end());
@@ -399,7 +400,7 @@ void Broker::EnqueueMoved(Queue& target, const EnvelopePtr& envelope) {
     Persist(store::StoreBatch::PutEntry{
         store::EntryRef{target.store_id(), seq, envelope->message.id, 0, flags, envelope}});
   }
-  if (auto it = queues_.find(target.name()); it != queues_.end()) {
+  if (auto it = queues_.find(target.key()); it != queues_.end()) {
     // Not from inside another DropHeads: two full queues dead-lettering into each other
     // would pass one message back and forth forever. Such a target stays over its limit
     // until its next publish.

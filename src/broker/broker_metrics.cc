@@ -4,6 +4,7 @@
 // Broker (broker.h).
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "broker/broker.h"
 
@@ -13,20 +14,21 @@ BrokerMetrics Broker::Metrics() const {
   RefreshRates();
   BrokerMetrics out;
   std::set<std::string, std::less<>> dead_letter_queues;
-  for (const auto& [name, queue] : queues_) {
+  for (const auto& [key, queue] : queues_) {  // by ResourceKey: a target is in its vhost
     const QueuePolicy& policy = queue->policy();
     if (!policy.dead_letter_queue.empty()) {
-      dead_letter_queues.insert(policy.dead_letter_queue);
+      dead_letter_queues.insert(ResourceKey(queue->vhost(), policy.dead_letter_queue));
     } else if (policy.dead_letter_exchange && policy.dead_letter_exchange->empty() &&
                policy.dead_letter_routing_key) {
-      dead_letter_queues.insert(*policy.dead_letter_routing_key);  // the default exchange
+      // The default exchange.
+      dead_letter_queues.insert(ResourceKey(queue->vhost(), *policy.dead_letter_routing_key));
     }
   }
   out.queues.reserve(queues_.size());
-  for (const auto& [name, queue] : queues_) {
+  for (const auto& [key, queue] : queues_) {
     QueueMetrics m;
     m.info = queue->Info();
-    m.dead_letter_queue = dead_letter_queues.contains(name);
+    m.dead_letter_queue = dead_letter_queues.contains(key);
     m.nacked_total = queue->nacked_total;
     m.redelivered_total = queue->redelivered_total;
     m.dead_lettered_total = queue->dead_lettered_total;
@@ -59,54 +61,74 @@ void Broker::RefreshRates() const {
   rates_at_ = now;
 }
 
-std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix) const {
+std::vector<QueueInfo> Broker::ListQueues(std::string_view prefix, std::string_view vhost) const {
   RefreshRates();
   std::vector<QueueInfo> out;
-  for (auto it = queues_.lower_bound(prefix); it != queues_.end(); ++it) {
-    if (!it->first.starts_with(prefix)) break;
-    out.push_back(it->second->Info());
+  // Keys sort by vhost, then name: one vhost's queues with the prefix are one range.
+  auto it = vhost.empty() ? queues_.begin() : queues_.lower_bound(ResourceKey(vhost, prefix));
+  for (; it != queues_.end(); ++it) {
+    const Queue& queue = *it->second;
+    if (!vhost.empty() && queue.vhost() != vhost) break;
+    if (!queue.name().starts_with(prefix)) {
+      if (!vhost.empty()) break;
+      continue;
+    }
+    out.push_back(queue.Info());
   }
   return out;
 }
 
-std::vector<ExchangeInfo> Broker::ListExchanges() const {
+std::vector<ExchangeInfo> Broker::ListExchanges(std::string_view vhost) const {
   std::vector<ExchangeInfo> out;
-  ExchangeInfo default_exchange;
-  default_exchange.durable = true;
-  out.push_back(default_exchange);
-  for (const auto& [name, exchange] : exchanges_) out.push_back(exchange->Info());
-  std::sort(out.begin(), out.end(),
-            [](const ExchangeInfo& a, const ExchangeInfo& b) { return a.name < b.name; });
+  for (const auto& [name, state] : vhosts_) {
+    if (!vhost.empty() && name != vhost) continue;
+    ExchangeInfo default_exchange;  // in every vhost
+    default_exchange.durable = true;
+    default_exchange.vhost = name;
+    out.push_back(default_exchange);
+  }
+  for (const auto& [key, exchange] : exchanges_) {
+    if (vhost.empty() || exchange->vhost() == vhost) out.push_back(exchange->Info());
+  }
+  std::sort(out.begin(), out.end(), [](const ExchangeInfo& a, const ExchangeInfo& b) {
+    return std::tie(a.vhost, a.name) < std::tie(b.vhost, b.name);
+  });
   return out;
 }
 
-std::vector<BindingSpec> Broker::ListBindings(std::string_view exchange,
-                                              std::string_view queue) const {
+std::vector<BindingSpec> Broker::ListBindings(std::string_view exchange, std::string_view queue,
+                                              std::string_view vhost) const {
   std::vector<const Exchange*> sources;
-  for (const auto& [name, e] : exchanges_) {
-    if (exchange.empty() || name == exchange) sources.push_back(e.get());
+  for (const auto& [key, e] : exchanges_) {
+    if (!vhost.empty() && e->vhost() != vhost) continue;
+    if (exchange.empty() || e->name() == exchange) sources.push_back(e.get());
   }
-  std::sort(sources.begin(), sources.end(),
-            [](const Exchange* a, const Exchange* b) { return a->name() < b->name(); });
+  std::sort(sources.begin(), sources.end(), [](const Exchange* a, const Exchange* b) {
+    return std::tie(a->vhost(), a->name()) < std::tie(b->vhost(), b->name());
+  });
   std::vector<BindingSpec> out;
   for (const Exchange* e : sources) {
     for (BindingSpec& b : e->Bindings()) {
       if (!queue.empty() && b.queue != queue) continue;
+      b.vhost = e->vhost();
       out.push_back(std::move(b));
     }
   }
   return out;
 }
 
-std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue) const {
+std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue,
+                                                std::string_view vhost) const {
   std::vector<ConsumerInfo> out;
-  for (const auto& [name, q] : queues_) {
-    if (!queue.empty() && name != queue) continue;
+  for (const auto& [key, q] : queues_) {
+    if (!vhost.empty() && q->vhost() != vhost) continue;
+    if (!queue.empty() && q->name() != queue) continue;
     const ConsumerSet& set = q->consumers();
     for (const auto& c : set) {
       if (!c->active) continue;
       ConsumerInfo info;
-      info.queue = name;
+      info.queue = q->name();
+      info.vhost = q->vhost();
       info.consumer_tag = c->tag;
       if (c->session) {
         info.connection_id = c->session->owner_id();
@@ -127,9 +149,10 @@ std::vector<ConsumerInfo> Broker::ListConsumers(std::string_view queue) const {
   return out;
 }
 
-std::vector<ConnectionInfo> Broker::ListConnections() const {
+std::vector<ConnectionInfo> Broker::ListConnections(std::string_view vhost) const {
   std::unordered_map<uint64_t, ConnectionInfo> by_owner;
   for (const auto& [id, connection] : connections_) {
+    if (!vhost.empty() && connection.meta.vhost != vhost) continue;
     ConnectionInfo& info = by_owner[id];
     info.id = id;
     info.user = connection.user;
@@ -138,6 +161,7 @@ std::vector<ConnectionInfo> Broker::ListConnections() const {
     info.protocol = connection.meta.protocol;
     info.client = connection.meta.client;
     info.client_version = connection.meta.client_version;
+    info.vhost = connection.meta.vhost;
   }
   // A connection's figures are its sessions' (an AMQP connection's channels) together.
   for (const auto& [id, session] : sessions_) {

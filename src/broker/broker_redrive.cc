@@ -76,7 +76,7 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
                         Quote(spec.queue) + " would not survive a restart there");
     }
   }
-  if (auto it = redrives_.find(spec.queue); it != redrives_.end() && it->second.running()) {
+  if (auto it = redrives_.find(queue->key()); it != redrives_.end() && it->second.running()) {
     const RedriveInfo& running = it->second.info();
     return Status(StatusCode::kPreconditionFailed,
                   "queue " + Quote(spec.queue) + " already has a redrive running (" +
@@ -93,7 +93,7 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
   info.total = queue->ready();
   task.stored.end_seq = queue->next_seq();
   WHARF_RETURN_IF_ERROR(TopologyWritable(task.persisted()));
-  RedriveTask& slot = redrives_.insert_or_assign(info.spec.queue, std::move(task)).first->second;
+  RedriveTask& slot = redrives_.insert_or_assign(queue->key(), std::move(task)).first->second;
   const RedriveSpec& s = slot.info().spec;
   spdlog::info(
       "queue={} redrive{} started: to={} reason={} limit={} rate={}/s; {} ready", LogSafe(s.queue),
@@ -103,8 +103,8 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
   // It moves nothing before its record is on disk; if that write fails, it never started.
   slot.confirmed = !slot.persisted() || !store_;
   AnswerRedrive(session_id, request_id, slot,
-                [this, serial = slot.serial, queue = slot.info().spec.queue](bool written) {
-                  auto it = redrives_.find(queue);
+                [this, serial = slot.serial, key = queue->key()](bool written) {
+                  auto it = redrives_.find(key);
                   if (it == redrives_.end() || it->second.serial != serial) return;
                   if (written) {
                     it->second.confirmed = true;
@@ -118,8 +118,9 @@ Status Broker::StartRedrive(uint64_t session_id, uint64_t request_id, RedriveSpe
 Status Broker::CancelRedrive(uint64_t session_id, uint64_t request_id, const std::string& queue) {
   thread_checker_.Check();
   WHARF_RETURN_IF_ERROR(AuthorizeOperator(session_id, queue, "cancel a redrive"));
-  WHARF_RETURN_IF_ERROR(FindQueue(session_id, queue).status());
-  auto it = redrives_.find(queue);
+  WHARF_ASSIGN_OR_RETURN(auto found, FindQueue(session_id, queue));
+  const std::string key = found->key();
+  auto it = redrives_.find(key);
   if (it == redrives_.end() || !it->second.running()) {
     return Status(StatusCode::kPreconditionFailed,
                   "queue " + Quote(queue) + " has no redrive running");
@@ -129,8 +130,8 @@ Status Broker::CancelRedrive(uint64_t session_id, uint64_t request_id, const std
   std::string by = "cancelled";
   if (SessionState* session = FindSession(session_id)) by += " by user " + session->user();
   FinishRedrive(task, RedriveInfo::State::kCancelled, std::move(by));
-  AnswerRedrive(session_id, request_id, task, [this, serial = task.serial, queue](bool written) {
-    auto it = redrives_.find(queue);
+  AnswerRedrive(session_id, request_id, task, [this, serial = task.serial, key](bool written) {
+    auto it = redrives_.find(key);
     if (written || it == redrives_.end() || it->second.serial != serial) return;
     // Not cancelled on disk: not cancelled at all (a restart would resume it). It goes on;
     // the client got the error and may cancel again.
@@ -149,15 +150,19 @@ Result<std::vector<RedriveInfo>> Broker::RedriveStatus(uint64_t session_id,
   std::vector<RedriveInfo> out;
   if (!queue.empty()) {
     WHARF_RETURN_IF_ERROR(Authorize(session_id, Permission::kRead, ResourceKind::kQueue, queue));
-    WHARF_RETURN_IF_ERROR(FindQueue(session_id, queue).status());
-    if (auto it = redrives_.find(queue); it != redrives_.end()) {
+    WHARF_ASSIGN_OR_RETURN(auto found, FindQueue(session_id, queue));
+    if (auto it = redrives_.find(found->key()); it != redrives_.end()) {
       out.push_back(RedriveView(it->second));
     }
     return out;
   }
-  for (const auto& [name, task] : redrives_) {
-    // Not another connection's exclusive queue (named, it would be refused).
-    if (FindQueue(session_id, name).ok()) out.push_back(RedriveView(task));
+  const std::string& vhost = VhostOf(session_id);
+  for (const auto& [key, task] : redrives_) {
+    // The session's vhost only, and not another connection's exclusive queue (named, it
+    // would be refused).
+    if (VhostOfKey(key) == vhost && FindQueue(session_id, NameOfKey(key)).ok()) {
+      out.push_back(RedriveView(task));
+    }
   }
   return out;
 }
@@ -354,7 +359,8 @@ bool Broker::RedriveOne(RedriveTask& task, Queue& queue, const QueuedMessage& me
                             : m.deaths.empty() ? std::string()
                                                : m.deaths[0].queue;
   if (name.empty()) return skip(&info.skipped_not_matching);  // never dead-lettered
-  auto it = queues_.find(name);
+  // In the dead-letter queue's vhost, where the message died.
+  auto it = queues_.find(ResourceKey(queue.vhost(), name));
   if (it == queues_.end() || it->second.get() == &queue || it->second->spec().exclusive) {
     return skip(&info.skipped_no_target);
   }
@@ -405,7 +411,7 @@ void Broker::ReadRedrive(RedriveTask& task, const Queue& queue) {
   const uint64_t generation = queue.load_generation;
   // Issued after this flush's commit, so it sees the moves made so far.
   pending_reads_.push_back(
-      [this, name = queue.name(), serial = task.serial, generation, store_id, from, to] {
+      [this, name = queue.key(), serial = task.serial, generation, store_id, from, to] {
         ++loads_in_flight_;
         store_->Load(
             store_id, from, to, kRedriveReadBatch, LoadBytes(),
@@ -416,10 +422,10 @@ void Broker::ReadRedrive(RedriveTask& task, const Queue& queue) {
       });
 }
 
-void Broker::OnRedriveRead(const std::string& queue_name, uint64_t serial, uint64_t generation,
+void Broker::OnRedriveRead(const std::string& queue_key, uint64_t serial, uint64_t generation,
                            Result<std::vector<store::LoadedMessage>> loaded) {
   thread_checker_.Check();
-  auto it = redrives_.find(queue_name);
+  auto it = redrives_.find(queue_key);
   if (it == redrives_.end() || it->second.serial != serial) return;  // deleted, or replaced
   RedriveTask& task = it->second;
   task.reading = false;
@@ -428,7 +434,7 @@ void Broker::OnRedriveRead(const std::string& queue_name, uint64_t serial, uint6
   const SteadyTime now = clock_->Now();
   if (!loaded.ok()) {
     spdlog::error("queue={} redrive cannot read the queue (retrying in 1 s): {}",
-                  LogSafe(queue_name), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
+                  LogSafe(queue->name()), LogSafe(loaded.status().ToString(), kLogSafeStatusBytes));
     task.next_step_at = now + kStoreWait;
     return;
   }

@@ -22,8 +22,28 @@ Status Broker::Recover(const store::RecoveredState& state) {
   replaying_ = true;
   next_queue_id_ = std::max(next_queue_id_, state.next_queue_id);
   next_message_id_ = std::max(next_message_id_, state.max_message_id + 1);
+  for (const store::StoredVhost& vhost : state.vhosts) {
+    if (auto it = vhosts_.find(vhost.name); it != vhosts_.end()) {  // "/" with limits
+      it->second.description = vhost.description;
+      it->second.limits = vhost.limits;
+      continue;
+    }
+    vhosts_.emplace(vhost.name, VhostState{vhost.description, vhost.limits, 0});
+    AddBuiltinExchanges(vhost.name);
+  }
+  // Whatever is stored is kept: a resource of a vhost without a record (not expected: a
+  // vhost's deletion removes its resources in the same write) brings its vhost back.
+  auto ensure_vhost = [&](const std::string& name) {
+    if (HasVhost(name)) return;
+    spdlog::warn("recovery: vhost {} has resources but no record; made again", LogSafe(name));
+    vhosts_.emplace(name, VhostState{});
+    AddBuiltinExchanges(name);
+  };
   for (const ExchangeSpec& spec : state.exchanges) {
-    if (!FindExchange(spec.name)) exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
+    auto exchange = std::make_unique<Exchange>(spec);
+    ensure_vhost(exchange->vhost());
+    std::string key = ResourceKey(exchange->vhost(), spec.name);
+    if (!exchanges_.contains(key)) exchanges_.emplace(std::move(key), std::move(exchange));
   }
   uint64_t messages = 0;
   for (const store::StoredQueue& stored : state.queues) {
@@ -62,7 +82,9 @@ Status Broker::Recover(const store::RecoveredState& state) {
     }
     queue->TakeDeliveredMarks();  // as they are on disk
     messages += stored.estimated_messages();
-    queues_.emplace(stored.spec.name, queue);
+    ensure_vhost(queue->vhost());
+    ++vhosts_[queue->vhost()].queues;
+    queues_.emplace(queue->key(), queue);
     TouchQueue(*queue);  // x-expires counts from the recovery, as in RabbitMQ
     if (queue->paged() > 0) ScheduleDispatch(queue);  // loads the head
     if (stored.has_delayed) {
@@ -73,7 +95,8 @@ Status Broker::Recover(const store::RecoveredState& state) {
   }
   uint64_t skipped = 0;
   for (const BindingSpec& binding : state.bindings) {
-    Status s = Bind(0, binding);
+    Status s = BindIn(0, binding.vhost.empty() ? std::string(kDefaultVhost) : binding.vhost,
+                      binding, /*bind=*/true);
     if (!s.ok()) {
       ++skipped;
       spdlog::warn("recovery: skipped binding {} -> {}{} ({}): {}", LogSafe(binding.exchange),
@@ -84,7 +107,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
   for (const store::StoredRedrive& stored : state.redrives) {
     std::shared_ptr<Queue> queue = FindQueueByStoreId(stored.queue_id);
     if (!queue) continue;
-    RedriveTask& task = redrives_[queue->name()];
+    RedriveTask& task = redrives_[queue->key()];
     task.stored = stored;
     task.stored.info.spec.queue = queue->name();
     task.queue = queue;
@@ -115,9 +138,10 @@ Status Broker::Recover(const store::RecoveredState& state) {
     spdlog::warn("recovery: removing what deleted queue id {} left", orphan);
     Persist(store::StoreBatch::RemoveAllDelayed{orphan});
   }
-  spdlog::info("recovered {} exchanges, {} queues holding at most {} messages, {} bindings",
-               state.exchanges.size(), state.queues.size(), messages,
-               state.bindings.size() - skipped);
+  spdlog::info(
+      "recovered {} vhosts, {} exchanges, {} queues holding at most {} messages, {} bindings",
+      vhosts_.size(), state.exchanges.size(), state.queues.size(), messages,
+      state.bindings.size() - skipped);
   // Messages with lower ids were published before this start: a non-persistent one among
   // them was on disk only because its queue paged, and is dropped when loaded.
   run_start_id_ = next_message_id_;

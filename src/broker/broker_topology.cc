@@ -78,7 +78,7 @@ constexpr const char* kComparedQueueArguments[] = {"x-expires",
 // RabbitMQ's equivalence of a redeclared exchange (rabbit_exchange:assert_equivalence): its
 // type, durable, auto_delete, internal, then the arguments it reads. "" when equivalent.
 std::string AmqpInequivalence(const ExchangeSpec& have, const ExchangeSpec& want) {
-  const std::string resource = rabbitmq::Resource("exchange", have.name);
+  const std::string resource = rabbitmq::Resource("exchange", have.name, have.vhost);
   auto type = [](const ExchangeSpec& e) {
     return e.delayed ? std::string("x-delayed-message") : std::string(ExchangeTypeName(e.type));
   };
@@ -100,7 +100,7 @@ std::string AmqpInequivalence(const ExchangeSpec& have, const ExchangeSpec& want
 // RabbitMQ's equivalence of a redeclared queue (exclusivity is checked apart): durable,
 // auto_delete, its type, then the arguments above. "" when equivalent, else RabbitMQ's text.
 std::string AmqpInequivalence(const QueueSpec& have, const QueueSpec& want) {
-  const std::string resource = rabbitmq::Resource("queue", have.name);
+  const std::string resource = rabbitmq::Resource("queue", have.name, have.vhost);
   if (have.durable != want.durable) {
     return rabbitmq::Inequivalent("durable", resource, rabbitmq::Bare(want.durable),
                                   rabbitmq::Bare(have.durable));
@@ -136,9 +136,14 @@ std::string AmqpInequivalence(const QueueSpec& have, const QueueSpec& want) {
 
 }  // namespace
 
-Exchange* Broker::FindExchange(std::string_view name) {
-  auto it = exchanges_.find(std::string(name));
+Exchange* Broker::FindExchange(std::string_view vhost, std::string_view name) {
+  auto it = exchanges_.find(ResourceKey(vhost, name));
   return it == exchanges_.end() ? nullptr : it->second.get();
+}
+
+std::shared_ptr<Queue> Broker::QueueIn(std::string_view vhost, std::string_view name) const {
+  auto it = queues_.find(ResourceKey(vhost, name));
+  return it == queues_.end() ? nullptr : it->second;
 }
 
 Status Broker::DeclareExchange(const ExchangeSpec& spec) { return DeclareExchange(0, spec); }
@@ -156,7 +161,9 @@ Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
         Authorize(session_id, Permission::kConfigure, ResourceKind::kExchange, spec.name));
   }
   if (!(amqp && spec.passive)) WHARF_RETURN_IF_ERROR(CheckName(amqp, "exchange", spec.name));
-  Exchange* existing = FindExchange(spec.name);
+  const std::string& vhost = VhostOf(session_id);
+  WHARF_RETURN_IF_ERROR(VhostUsable(vhost));
+  Exchange* existing = FindExchange(vhost, spec.name);
   if (spec.passive) {
     if (!existing) {
       return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(spec.name) + " not found");
@@ -204,8 +211,12 @@ Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
                                     spec.alternate_exchange));
   }
   WHARF_RETURN_IF_ERROR(TopologyWritable(spec.durable));
-  exchanges_.emplace(spec.name, std::make_unique<Exchange>(spec));
-  if (spec.durable) Persist(store::StoreBatch::PutExchange{spec});
+  ExchangeSpec declared = spec;
+  declared.vhost = vhost;
+  declared.passive = false;
+  if (spec.durable) Persist(store::StoreBatch::PutExchange{declared});
+  exchanges_.emplace(ResourceKey(vhost, spec.name),
+                     std::make_unique<Exchange>(std::move(declared)));
   return Status::Ok();
 }
 
@@ -217,7 +228,8 @@ Status Broker::DeleteExchange(uint64_t session_id, std::string_view name, bool i
   }
   WHARF_RETURN_IF_ERROR(
       Authorize(session_id, Permission::kConfigure, ResourceKind::kExchange, name));
-  auto it = exchanges_.find(std::string(name));
+  const std::string& vhost = VhostOf(session_id);
+  auto it = exchanges_.find(ResourceKey(vhost, name));
   if (it == exchanges_.end()) {
     return Status(StatusCode::kExchangeNotFound, "exchange " + Quote(name) + " not found");
   }
@@ -227,44 +239,52 @@ Status Broker::DeleteExchange(uint64_t session_id, std::string_view name, bool i
                                                        " bindings");
   }
   WHARF_RETURN_IF_ERROR(TopologyWritable(it->second->spec().durable));
-  RemoveExchange(std::string(name));
+  RemoveExchange(vhost, name);
   return Status::Ok();
 }
 
-void Broker::RemoveExchange(const std::string& name) {
-  auto it = exchanges_.find(name);
+void Broker::RemoveExchange(std::string_view vhost_view, std::string_view name_view) {
+  auto it = exchanges_.find(ResourceKey(vhost_view, name_view));
   if (it == exchanges_.end()) return;
-  for (auto& [queue_name, queue] : queues_) {
+  // Copies: the views may point into the exchange erased below.
+  const std::string vhost(vhost_view), name(name_view);
+  for (auto& [queue_key, queue] : queues_) {
+    if (queue->vhost() != vhost) continue;
     auto& list = queue->bindings();
     std::erase_if(list, [&](const BindingSpec& b) { return b.exchange == name; });
   }
   // Exchanges bound to this one lose those bindings (and may auto-delete in turn).
   Exchange* doomed = it->second.get();
   // The store drops the exchange's bindings with it, in both directions.
-  if (doomed->spec().durable) Persist(store::StoreBatch::RemoveExchange{name});
+  if (doomed->spec().durable) Persist(store::StoreBatch::RemoveExchange{name, vhost});
   std::vector<std::string> sources;
-  for (auto& [other_name, other] : exchanges_) {
-    if (other.get() == doomed) continue;
+  for (auto& [other_key, other] : exchanges_) {
+    if (other.get() == doomed || other->vhost() != vhost) continue;
     size_t had = other->binding_count();
     other->UnbindDestination(Destination{nullptr, doomed});
-    if (other->binding_count() != had) sources.push_back(other_name);
+    if (other->binding_count() != had) sources.push_back(other->name());
   }
   exchanges_.erase(it);
-  for (const auto& source : sources) MaybeAutoDeleteExchange(source);
+  for (const auto& source : sources) MaybeAutoDeleteExchange(vhost, source);
 }
 
 Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view name) const {
-  auto it = queues_.find(name);
+  return FindQueue(session_id, VhostOf(session_id), name);
+}
+
+Result<std::shared_ptr<Queue>> Broker::FindQueue(uint64_t session_id, std::string_view vhost,
+                                                 std::string_view name) const {
+  auto it = queues_.find(ResourceKey(vhost, name));
   const bool amqp = IsAmqp(session_id);
   if (it == queues_.end()) {
-    return Status(StatusCode::kQueueNotFound,
-                  amqp ? rabbitmq::NotFound("queue", name) : "queue " + Quote(name) + " not found");
+    return Status(StatusCode::kQueueNotFound, amqp ? rabbitmq::NotFound("queue", name, vhost)
+                                                   : "queue " + Quote(name) + " not found");
   }
   const auto& queue = it->second;
   // Any session of the owner (every channel of an AMQP connection) may use it.
   if (queue->spec().exclusive && queue->owner_id() != OwnerOf(session_id)) {
     return Status(StatusCode::kResourceLocked,
-                  amqp ? rabbitmq::Locked(name)
+                  amqp ? rabbitmq::Locked(name, vhost)
                        : "queue " + Quote(name) + " is exclusive to another connection");
   }
   return queue;
@@ -278,7 +298,7 @@ Status Broker::CheckQueueType(const QueueSpec& spec) {
     // Streams included: Wharf's queues are not RabbitMQ's append-only logs (docs/amqp.md).
     return Status(
         StatusCode::kPreconditionFailed,
-        rabbitmq::InvalidArg("x-queue-type", spec.name,
+        rabbitmq::InvalidArg("x-queue-type", spec.name, spec.vhost,
                              "\"unsupported queue type " + rabbitmq::Bare(it->second) + "\""));
   }
   if (*type == "quorum") {
@@ -287,9 +307,9 @@ Status Broker::CheckQueueType(const QueueSpec& spec) {
                       : spec.auto_delete ? "auto-delete"
                                          : nullptr;
     if (bad != nullptr) {
-      return Status(StatusCode::kPreconditionFailed, "invalid property '" + std::string(bad) +
-                                                         "' for " +
-                                                         rabbitmq::Resource("queue", spec.name));
+      return Status(StatusCode::kPreconditionFailed,
+                    "invalid property '" + std::string(bad) + "' for " +
+                        rabbitmq::Resource("queue", spec.name, spec.vhost));
     }
   }
   return Status::Ok();
@@ -310,9 +330,9 @@ Status Broker::InSessionWords(uint64_t session_id, Status bound, const Headers& 
 }
 
 Status Broker::NoExchange(uint64_t session_id, std::string_view name) const {
-  return Status(StatusCode::kExchangeNotFound, IsAmqp(session_id)
-                                                   ? rabbitmq::NotFound("exchange", name)
-                                                   : "exchange " + Quote(name) + " not found");
+  return Status(StatusCode::kExchangeNotFound,
+                IsAmqp(session_id) ? rabbitmq::NotFound("exchange", name, VhostOf(session_id))
+                                   : "exchange " + Quote(name) + " not found");
 }
 
 Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
@@ -321,12 +341,14 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   // RabbitMQ's rules (docs/lifecycle.md, "AMQP sessions"): its names, the amq. prefix refused
   // only on creation, lenient arguments and its equivalence.
   const bool amqp = session != nullptr && session->amqp();
+  spec.vhost = VhostOf(session_id);
+  WHARF_RETURN_IF_ERROR(VhostUsable(spec.vhost));
   const bool generated = spec.name.empty() && !spec.passive;
   if (generated) {
     if (amqp) {
       do {
         spec.name = RandomName("amq.gen-");
-      } while (queues_.contains(spec.name));
+      } while (QueueIn(spec.vhost, spec.name));
     } else {
       spec.name = "wharf.gen-" + Hex64(next_message_id_ ^ (next_generated_name_++ << 40));
     }
@@ -344,13 +366,13 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
     TouchQueue(*queue);  // a declaration, passive too, is a use (x-expires)
     return queue->Info();
   }
-  if (amqp && queues_.contains(spec.name)) {
+  if (amqp && QueueIn(spec.vhost, spec.name)) {
     // Another owner's exclusive queue is locked; so is a redeclaration that says otherwise
     // about exclusivity (RabbitMQ's check_exclusive_access, strict). The arguments are not
     // parsed again: only the known ones are compared.
     WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
     if (queue->spec().exclusive != spec.exclusive) {
-      return Status(StatusCode::kResourceLocked, rabbitmq::Locked(spec.name));
+      return Status(StatusCode::kResourceLocked, rabbitmq::Locked(spec.name, spec.vhost));
     }
     std::string diff = AmqpInequivalence(queue->spec(), spec);
     if (!diff.empty()) return Status(StatusCode::kPreconditionFailed, diff);
@@ -365,14 +387,13 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   }
   if (amqp) WHARF_RETURN_IF_ERROR(CheckQueueType(spec));
   auto policy = ParseQueuePolicy(spec.arguments, amqp ? QueueRules::kRabbitMq : QueueRules::kWharf,
-                                 spec.name);
+                                 spec.name, spec.vhost);
   if (!policy.ok()) {
     if (amqp) return policy.status();  // in RabbitMQ's words, naming the queue
     return Status(policy.status().code(),
                   std::string(policy.status().message()) + " (queue " + Quote(spec.name) + ")");
   }
-  auto it = queues_.find(spec.name);
-  if (it != queues_.end()) {
+  if (QueueIn(spec.vhost, spec.name)) {
     WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, spec.name));
     std::string diff = SpecDifference(queue->spec(), spec);
     if (!diff.empty()) {
@@ -404,15 +425,17 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
                   "(its deduplication keys are kept in the message store) (queue " +
                       Quote(spec.name) + ")");
   }
+  WHARF_RETURN_IF_ERROR(CheckVhostQueueLimit(spec.vhost, spec.name));
   WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
   uint64_t store_id = stored ? next_queue_id_++ : 0;
   // An exclusive queue belongs to the session's owner: any session of it may use it.
   const uint64_t owner = spec.exclusive ? session->owner_id() : 0;
   auto queue = std::make_shared<Queue>(spec, owner, store_id, options_.delay_limits, *policy);
-  queues_.emplace(spec.name, queue);
+  queues_.emplace(queue->key(), queue);
+  ++vhosts_[spec.vhost].queues;
   TouchQueue(*queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
-  if (spec.exclusive) exclusive_queues_[owner].push_back(spec.name);
+  if (spec.exclusive) exclusive_queues_[owner].push_back(queue->key());
   return queue->Info();
 }
 
@@ -426,12 +449,12 @@ Result<uint64_t> Broker::DeleteQueue(uint64_t session_id, std::string_view name,
   if (if_unused && info.consumers > 0) {
     return Status(
         StatusCode::kPreconditionFailed,
-        amqp ? rabbitmq::Resource("queue", name) + " in use"
+        amqp ? rabbitmq::Resource("queue", name, queue->vhost()) + " in use"
              : "queue " + Quote(name) + " has " + std::to_string(info.consumers) + " consumers");
   }
   if (if_empty && (info.ready > 0 || info.delayed > 0 || queue->delayed().count_estimated())) {
     return Status(StatusCode::kPreconditionFailed,
-                  amqp ? rabbitmq::Resource("queue", name) + " not empty"
+                  amqp ? rabbitmq::Resource("queue", name, queue->vhost()) + " not empty"
                        : "queue " + Quote(name) + " holds " + std::to_string(info.ready) +
                              " ready and " + std::to_string(info.delayed) + " delayed messages");
   }
@@ -494,14 +517,15 @@ PurgeFloors Broker::PurgeFloor(const Queue& queue) const {
 }
 
 void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view reason) {
-  std::string name = queue->name();
+  const std::string name = queue->name();
+  const std::string key = queue->key();
   // Walk a moved-out copy: an auto-deleted exchange edits every queue's binding list.
   auto bindings = std::move(queue->bindings());
   queue->bindings().clear();
   for (const auto& binding : bindings) {
-    if (Exchange* exchange = FindExchange(binding.exchange)) {
+    if (Exchange* exchange = FindExchange(queue->vhost(), binding.exchange)) {
       exchange->UnbindQueue(queue.get());
-      MaybeAutoDeleteExchange(binding.exchange);
+      MaybeAutoDeleteExchange(queue->vhost(), binding.exchange);
     }
   }
   // Cancel consumers, telling their clients why.
@@ -517,7 +541,7 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   for (const PullWaiter& waiter : waiters) CompleteWaiter(waiter, {});
   if (queue->owner_id() != 0) {
     if (auto owned = exclusive_queues_.find(queue->owner_id()); owned != exclusive_queues_.end()) {
-      std::erase(owned->second, name);
+      std::erase(owned->second, key);
       if (owned->second.empty()) exclusive_queues_.erase(owned);
     }
   }
@@ -534,13 +558,16 @@ void Broker::DropQueue(const std::shared_ptr<Queue>& queue, std::string_view rea
   queue->deleted = true;
   ForgetIdle(*queue);  // after its consumers and waiters went (each of them touched it)
   // Its redrive goes with it (RemoveQueue removes the stored one).
-  redrives_.erase(name);
+  redrives_.erase(key);
   // One op removes the queue and its bindings; the store removes its entries (and the bodies
   // only they held) in the background.
   if (queue->store_id() != 0) {
-    Persist(store::StoreBatch::RemoveQueue{name, queue->store_id()});
+    Persist(store::StoreBatch::RemoveQueue{name, queue->store_id(), queue->vhost()});
   }
-  queues_.erase(name);
+  if (auto vhost = vhosts_.find(queue->vhost()); vhost != vhosts_.end() && vhost->second.queues) {
+    --vhost->second.queues;
+  }
+  queues_.erase(key);
 }
 
 void Broker::TouchQueue(Queue& queue) {
@@ -567,7 +594,7 @@ void Broker::ExpireIdleQueues() {
   for (int n = 0; n < kPerCall && !idle_queues_.empty() && idle_queues_.begin()->first <= now;
        ++n) {
     Queue* idle = idle_queues_.begin()->second;
-    auto it = queues_.find(idle->name());
+    auto it = queues_.find(idle->key());
     if (it == queues_.end() || it->second.get() != idle) {  // not expected: DropQueue forgets
       idle_queues_.erase(idle_queues_.begin());
       idle->idle_deadline.reset();
@@ -666,51 +693,48 @@ Result<uint64_t> Broker::PurgeQueue(uint64_t session_id, std::string_view name,
 
 Status Broker::Bind(uint64_t session_id, const BindingSpec& binding) {
   thread_checker_.Check();
-  WHARF_RETURN_IF_ERROR(AuthorizeBinding(session_id, binding));
-  if (binding.exchange.empty()) {
-    return Status(StatusCode::kReservedName,
-                  "the default exchange routes by queue name and takes no bindings");
-  }
-  if (binding.routing_key.size() > kMaxRoutingKeyBytes) {
-    return Status(StatusCode::kInvalidArgument, "binding key longer than 255 bytes");
-  }
-  if (!binding.destination_exchange.empty()) {
-    Exchange* source = FindExchange(binding.exchange);
-    if (!source) return NoExchange(session_id, binding.exchange);
-    return BindExchanges(session_id, binding, source, /*bind=*/true);
-  }
-  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
-  Exchange* exchange = FindExchange(binding.exchange);
-  if (!exchange) return NoExchange(session_id, binding.exchange);
-  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
-  bool added = false;
-  WHARF_RETURN_IF_ERROR(InSessionWords(
-      session_id, exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added),
-      binding.arguments));
-  if (added) {
-    queue->bindings().push_back(binding);
-    if (exchange->spec().durable && queue->store_id() != 0) {
-      Persist(store::StoreBatch::PutBinding{binding});
-    }
-  }
-  return Status::Ok();
+  return BindIn(session_id, VhostOf(session_id), binding, /*bind=*/true);
 }
 
 Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
   thread_checker_.Check();
+  return BindIn(session_id, VhostOf(session_id), binding, /*bind=*/false);
+}
+
+Status Broker::BindIn(uint64_t session_id, const std::string& vhost, const BindingSpec& binding,
+                      bool bind) {
   WHARF_RETURN_IF_ERROR(AuthorizeBinding(session_id, binding));
   if (binding.exchange.empty()) {
-    return Status(StatusCode::kReservedName, "the default exchange takes no bindings");
+    return Status(StatusCode::kReservedName,
+                  bind ? "the default exchange routes by queue name and takes no bindings"
+                       : "the default exchange takes no bindings");
+  }
+  if (bind && binding.routing_key.size() > kMaxRoutingKeyBytes) {
+    return Status(StatusCode::kInvalidArgument, "binding key longer than 255 bytes");
   }
   if (!binding.destination_exchange.empty()) {
-    Exchange* source = FindExchange(binding.exchange);
+    Exchange* source = FindExchange(vhost, binding.exchange);
     if (!source) return NoExchange(session_id, binding.exchange);
-    return BindExchanges(session_id, binding, source, /*bind=*/false);
+    return BindExchanges(session_id, binding, source, bind);
   }
-  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, binding.queue));
-  Exchange* exchange = FindExchange(binding.exchange);
+  WHARF_ASSIGN_OR_RETURN(auto queue, FindQueue(session_id, vhost, binding.queue));
+  Exchange* exchange = FindExchange(vhost, binding.exchange);
   if (!exchange) return NoExchange(session_id, binding.exchange);
-  WHARF_RETURN_IF_ERROR(TopologyWritable(exchange->spec().durable && queue->store_id() != 0));
+  const bool stored = exchange->spec().durable && queue->store_id() != 0;
+  WHARF_RETURN_IF_ERROR(TopologyWritable(stored));
+  BindingSpec made = binding;
+  made.vhost = vhost;
+  if (bind) {
+    bool added = false;
+    WHARF_RETURN_IF_ERROR(InSessionWords(
+        session_id, exchange->Bind(queue.get(), binding.routing_key, binding.arguments, &added),
+        binding.arguments));
+    if (added) {
+      if (stored) Persist(store::StoreBatch::PutBinding{made});
+      queue->bindings().push_back(std::move(made));
+    }
+    return Status::Ok();
+  }
   // Unbinding what is not bound succeeds, as in AMQP.
   if (exchange->Unbind(queue.get(), binding.routing_key, binding.arguments)) {
     auto& list = queue->bindings();
@@ -719,10 +743,8 @@ Status Broker::Unbind(uint64_t session_id, const BindingSpec& binding) {
              Exchange::Canonical(b.arguments) == Exchange::Canonical(binding.arguments);
     });
     if (it != list.end()) list.erase(it);
-    if (exchange->spec().durable && queue->store_id() != 0) {
-      Persist(store::StoreBatch::RemoveBinding{binding});
-    }
-    MaybeAutoDeleteExchange(binding.exchange);
+    if (stored) Persist(store::StoreBatch::RemoveBinding{std::move(made)});
+    MaybeAutoDeleteExchange(vhost, binding.exchange);
   }
   return Status::Ok();
 }
@@ -747,22 +769,24 @@ Status Broker::BindExchanges(uint64_t session_id, const BindingSpec& binding, Ex
     return Status(StatusCode::kInvalidArgument,
                   "a binding goes to a queue or to a destination exchange, not both");
   }
-  Exchange* destination = FindExchange(binding.destination_exchange);
+  Exchange* destination = FindExchange(source->vhost(), binding.destination_exchange);
   if (!destination) return NoExchange(session_id, binding.destination_exchange);
   Destination to{nullptr, destination};
   bool durable = source->spec().durable && destination->spec().durable;
   WHARF_RETURN_IF_ERROR(TopologyWritable(durable));
+  BindingSpec stored = binding;
+  stored.vhost = source->vhost();
   if (bind) {
     bool added = false;
     WHARF_RETURN_IF_ERROR(
         InSessionWords(session_id, source->Bind(to, binding.routing_key, binding.arguments, &added),
                        binding.arguments));
-    if (added && durable) Persist(store::StoreBatch::PutBinding{binding});
+    if (added && durable) Persist(store::StoreBatch::PutBinding{std::move(stored)});
     return Status::Ok();
   }
   if (source->Unbind(to, binding.routing_key, binding.arguments)) {
-    if (durable) Persist(store::StoreBatch::RemoveBinding{binding});
-    MaybeAutoDeleteExchange(binding.exchange);
+    if (durable) Persist(store::StoreBatch::RemoveBinding{std::move(stored)});
+    MaybeAutoDeleteExchange(source->vhost(), binding.exchange);
   }
   return Status::Ok();
 }
@@ -784,17 +808,18 @@ void Broker::RouteThrough(Exchange* exchange, const std::string& routing_key,
   }
   // Nothing reached a queue through this exchange: its alternate exchange gets the message.
   if (targets->size() == before && !exchange->spec().alternate_exchange.empty()) {
-    if (Exchange* alternate = FindExchange(exchange->spec().alternate_exchange)) {
+    if (Exchange* alternate =
+            FindExchange(exchange->vhost(), exchange->spec().alternate_exchange)) {
       RouteThrough(alternate, routing_key, headers, targets, visited);
     }
   }
 }
 
-void Broker::MaybeAutoDeleteExchange(const std::string& name) {
-  auto it = exchanges_.find(name);
+void Broker::MaybeAutoDeleteExchange(std::string_view vhost, std::string_view name) {
+  auto it = exchanges_.find(ResourceKey(vhost, name));
   if (it != exchanges_.end() && it->second->spec().auto_delete &&
       it->second->binding_count() == 0) {
-    RemoveExchange(name);
+    RemoveExchange(vhost, name);
   }
 }
 

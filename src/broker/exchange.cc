@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "broker/queue.h"
+#include "broker/vhost.h"
 
 namespace wharf::broker {
 namespace {
@@ -162,9 +163,14 @@ std::vector<BindingSpec> Exchange::Bindings() const {
   return out;
 }
 
+Exchange::Exchange(ExchangeSpec spec) : spec_(std::move(spec)) {
+  if (spec_.vhost.empty()) spec_.vhost = kDefaultVhost;
+}
+
 ExchangeInfo Exchange::Info() const {
   ExchangeInfo info;
   info.name = spec_.name;
+  info.vhost = spec_.vhost;
   info.type = spec_.type;
   info.durable = spec_.durable;
   info.auto_delete = spec_.auto_delete;

@@ -38,10 +38,12 @@ struct Destination {
 
 class Exchange {
  public:
-  explicit Exchange(ExchangeSpec spec) : spec_(std::move(spec)) {}
+  // An empty spec.vhost is the default vhost.
+  explicit Exchange(ExchangeSpec spec);
 
   const ExchangeSpec& spec() const { return spec_; }
   const std::string& name() const { return spec_.name; }
+  const std::string& vhost() const { return spec_.vhost; }
   size_t binding_count() const { return bindings_.size(); }
 
   // Adds a binding; binding the same (destination, key, arguments) again is a no-op that

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "broker/message_keys.h"
+#include "broker/vhost.h"
 
 namespace wharf::broker {
 
@@ -65,6 +66,8 @@ Queue::Queue(QueueSpec spec, uint64_t owner_id, uint64_t store_id,
       policy_(std::move(policy)),
       consumers_(policy_.single_active_consumer),
       delayed_(store_id != 0, delay_limits) {
+  if (spec_.vhost.empty()) spec_.vhost = kDefaultVhost;
+  key_ = ResourceKey(spec_.vhost, spec_.name);
   LaneAt(policy_.max_priority);  // the lane of priority 0 (of every message without one)
   if (policy_.message_groups) groups_ = std::make_unique<MessageGroups>();
 }
@@ -614,6 +617,7 @@ int64_t Queue::HeadPublishedAt() const {
 QueueInfo Queue::Info() const {
   QueueInfo info;
   info.name = spec_.name;
+  info.vhost = spec_.vhost;
   info.durable = spec_.durable;
   info.exclusive = spec_.exclusive;
   info.auto_delete = spec_.auto_delete;

@@ -107,7 +107,7 @@ struct PurgeResult {
 // range (those in flight); lanes not listed have none.
 using PurgeFloors = std::map<uint8_t, uint64_t>;
 
-// Long-poll deadlines: when -> (queue name, waiter id).
+// Long-poll deadlines: when -> (queue key (ResourceKey), waiter id).
 using ReceiveDeadlines = std::multimap<SteadyTime, std::pair<std::string, uint64_t>>;
 
 // A long-polling Receive waiting for messages.
@@ -131,6 +131,9 @@ class Queue {
   ~Queue();
 
   const std::string& name() const { return spec_.name; }
+  const std::string& vhost() const { return spec_.vhost; }
+  // ResourceKey(vhost, name): its key in the broker's maps.
+  const std::string& key() const { return key_; }
   const QueueSpec& spec() const { return spec_; }
   // The owner of an exclusive queue (a native session, or an AMQP connection); 0 unless
   // exclusive.
@@ -351,7 +354,8 @@ class Queue {
   template <typename F>
   uint64_t SumLanes(F of) const;
 
-  QueueSpec spec_;
+  QueueSpec spec_;  // its vhost filled in ("/" when it came empty)
+  std::string key_;
   uint64_t owner_id_;
   uint64_t store_id_;
   QueuePolicy policy_;

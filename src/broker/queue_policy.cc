@@ -74,9 +74,9 @@ namespace {
 
 // RabbitMQ's own checks of the arguments it knows (rabbit_amqqueue:declare_args), in its
 // order and words. What passes goes on to the common parse.
-Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue) {
+Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue, std::string_view vhost) {
   auto invalid = [&](std::string_view key, std::string reason) {
-    return Status(StatusCode::kPreconditionFailed, rabbitmq::InvalidArg(key, queue, reason));
+    return Status(StatusCode::kPreconditionFailed, rabbitmq::InvalidArg(key, queue, vhost, reason));
   };
   auto integer = [&](std::string_view key, const HeaderValue& v) -> std::optional<Status> {
     if (std::holds_alternative<int64_t>(v)) return std::nullopt;
@@ -100,7 +100,7 @@ Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue) {
     if (it == arguments.end() || std::holds_alternative<std::string>(it->second)) continue;
     return Status(StatusCode::kPreconditionFailed,
                   "invalid type '" + std::string(rabbitmq::TypeName(it->second)) + "' for arg '" +
-                      key + "' in " + rabbitmq::Resource("queue", queue));
+                      key + "' in " + rabbitmq::Resource("queue", queue, vhost));
   }
   if (arguments.contains("x-dead-letter-routing-key") &&
       !arguments.contains("x-dead-letter-exchange")) {
@@ -146,14 +146,14 @@ bool IsKnownQueueArgument(std::string_view name) {
 }
 
 Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments, QueueRules rules,
-                                     std::string_view queue) {
+                                     std::string_view queue, std::string_view vhost) {
   if (rules == QueueRules::kRabbitMq) {
-    WHARF_RETURN_IF_ERROR(CheckAsRabbitMq(arguments, queue));
+    WHARF_RETURN_IF_ERROR(CheckAsRabbitMq(arguments, queue, vhost));
     // Wharf's own arguments, in its words, said as RabbitMQ would.
     auto parsed = ParseQueuePolicy(arguments, QueueRules::kLenient);
     if (!parsed.ok()) {
       return Status(parsed.status().code(), std::string(parsed.status().message()) + " for " +
-                                                rabbitmq::Resource("queue", queue));
+                                                rabbitmq::Resource("queue", queue, vhost));
     }
     return parsed;
   }

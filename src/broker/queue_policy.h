@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "broker/vhost.h"
 #include "wharf/message.h"
 #include "wharf/result.h"
 
@@ -116,10 +117,11 @@ enum class QueueRules {
 
 // Reads the arguments of a queue declaration. Under RabbitMQ's rules an error is in RabbitMQ
 // 3.10's words, naming `queue` ("invalid arg 'x-expires' for queue 'q' in vhost '/':
-// {value_zero,0}"); under Wharf's, the caller names it.
+// {value_zero,0}"), with its `vhost`; under Wharf's, the caller names it.
 Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments,
                                      QueueRules rules = QueueRules::kWharf,
-                                     std::string_view queue = {});
+                                     std::string_view queue = {},
+                                     std::string_view vhost = kDefaultVhost);
 // Whether Wharf knows the argument (x-lease-ms, ...): under Wharf's rules any other is refused.
 bool IsKnownQueueArgument(std::string_view name);
 

@@ -8,8 +8,9 @@
 
 namespace wharf::broker::rabbitmq {
 
-std::string Resource(std::string_view kind, std::string_view name) {
-  return std::string(kind) + " '" + CutForDisplay(name) + "' in vhost '/'";
+std::string Resource(std::string_view kind, std::string_view name, std::string_view vhost) {
+  return std::string(kind) + " '" + CutForDisplay(name) + "' in vhost '" + CutForDisplay(vhost) +
+         "'";
 }
 
 std::string Bare(const HeaderValue& value) {
@@ -49,8 +50,9 @@ std::string Inequivalent(std::string_view key, std::string_view resource, std::s
          ": received " + std::string(received) + " but current is " + std::string(current);
 }
 
-std::string InvalidArg(std::string_view key, std::string_view queue, std::string_view reason) {
-  return "invalid arg '" + std::string(key) + "' for " + Resource("queue", queue) + ": " +
+std::string InvalidArg(std::string_view key, std::string_view queue, std::string_view vhost,
+                       std::string_view reason) {
+  return "invalid arg '" + std::string(key) + "' for " + Resource("queue", queue, vhost) + ": " +
          std::string(reason);
 }
 
@@ -58,14 +60,14 @@ std::string ReservedName(std::string_view kind, std::string_view name) {
   return std::string(kind) + " name '" + CutForDisplay(name) + "' contains reserved prefix 'amq.*'";
 }
 
-std::string Locked(std::string_view queue) {
-  return "cannot obtain exclusive access to locked " + Resource("queue", queue) +
+std::string Locked(std::string_view queue, std::string_view vhost) {
+  return "cannot obtain exclusive access to locked " + Resource("queue", queue, vhost) +
          ". It could be originally declared on another connection or the exclusive property "
          "value does not match that of the original declaration.";
 }
 
-std::string NotFound(std::string_view kind, std::string_view name) {
-  return "no " + Resource(kind, name);
+std::string NotFound(std::string_view kind, std::string_view name, std::string_view vhost) {
+  return "no " + Resource(kind, name, vhost);
 }
 
 }  // namespace wharf::broker::rabbitmq

@@ -22,7 +22,7 @@
 namespace wharf::broker::rabbitmq {
 
 // "queue 'q' in vhost '/'" (RabbitMQ's rs/1).
-std::string Resource(std::string_view kind, std::string_view name);
+std::string Resource(std::string_view kind, std::string_view name, std::string_view vhost);
 // 'v': a value as RabbitMQ's format ~s / ~p shows it.
 std::string Bare(const HeaderValue& value);
 std::string Bare(bool value);
@@ -33,12 +33,13 @@ std::string_view TypeName(const HeaderValue& value);
 std::string Inequivalent(std::string_view key, std::string_view resource, std::string_view received,
                          std::string_view current);
 // "invalid arg 'K' for queue 'q' in vhost '/': REASON".
-std::string InvalidArg(std::string_view key, std::string_view queue, std::string_view reason);
+std::string InvalidArg(std::string_view key, std::string_view queue, std::string_view vhost,
+                       std::string_view reason);
 // "queue name 'amq.x' contains reserved prefix 'amq.*'".
 std::string ReservedName(std::string_view kind, std::string_view name);
 // Another connection's exclusive queue (RabbitMQ's check_exclusive_access).
-std::string Locked(std::string_view queue);
+std::string Locked(std::string_view queue, std::string_view vhost);
 // "no queue 'q' in vhost '/'".
-std::string NotFound(std::string_view kind, std::string_view name);
+std::string NotFound(std::string_view kind, std::string_view name, std::string_view vhost);
 
 }  // namespace wharf::broker::rabbitmq

@@ -28,6 +28,7 @@ struct ConnectionMeta {
   std::string protocol = "wharf";  // "wharf" (native) or "amqp"
   std::string client;              // the client's name for itself
   std::string client_version;
+  std::string vhost = {};  // the virtual host it opened ("" = "/")
 };
 
 // How a session is opened (Broker::OpenSession).
@@ -47,6 +48,9 @@ struct SessionOptions {
   // A session that is its own owner is a connection: what the listings say of it. (An AMQP
   // connection tells the broker through Broker::OpenConnection.)
   ConnectionMeta connection{};
+  // The virtual host whose exchanges and queues it uses ("" = "/"); every name it gives is
+  // looked up there. It must exist (Broker::HasVhost).
+  std::string vhost = {};
 };
 
 // A delivery that has not been settled yet.
@@ -70,6 +74,7 @@ class SessionState {
         amqp_(options.amqp),
         channel_(options.channel),
         ack_timeout_ms_(options.ack_timeout_ms),
+        vhost_(options.vhost.empty() ? std::string(kDefaultVhost) : std::move(options.vhost)),
         user_(std::move(user)),
         peer_(std::move(peer)) {}
 
@@ -80,6 +85,7 @@ class SessionState {
   bool amqp() const { return amqp_; }
   uint16_t channel() const { return channel_; }
   uint32_t ack_timeout_ms() const { return ack_timeout_ms_; }
+  const std::string& vhost() const { return vhost_; }
   // Told apart from an earlier session that had the same id (a channel number reused).
   uint64_t serial = 0;
   bool ack_deadline_armed = false;  // in Broker::ack_deadlines_, under ack_deadline
@@ -138,6 +144,7 @@ class SessionState {
   bool amqp_;
   uint16_t channel_;
   uint32_t ack_timeout_ms_;
+  std::string vhost_;
   std::string user_;
   std::shared_ptr<SessionPeer> peer_;
 };

@@ -119,6 +119,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
     auth.mutable_authenticate()->set_user(options.user);
     auth.mutable_authenticate()->set_password(options.password);
   }
+  auth.mutable_authenticate()->set_vhost(options.vhost);
   auto auth_ok = raw->Call(std::move(auth));
   if (!auth_ok.ok()) return auth_ok.status();
   raw->connection_id = auth_ok->authenticate_ok().connection_id();

@@ -211,6 +211,41 @@ Result<std::vector<UserInfo>> Client::ListUsers() {
   return out;
 }
 
+// --- Virtual hosts ------------------------------------------------------------------------------
+
+Status Client::AddVhost(const std::string& name, const std::string& description) {
+  pb::Frame frame;
+  frame.mutable_add_vhost()->set_name(name);
+  frame.mutable_add_vhost()->set_description(description);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::DeleteVhost(const std::string& name) {
+  pb::Frame frame;
+  frame.mutable_delete_vhost()->set_name(name);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::SetVhostLimits(const std::string& name, std::optional<int64_t> max_connections,
+                              std::optional<int64_t> max_queues) {
+  pb::Frame frame;
+  auto* set = frame.mutable_set_vhost_limits();
+  set->set_name(name);
+  if (max_connections) set->set_max_connections(*max_connections);
+  if (max_queues) set->set_max_queues(*max_queues);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<std::vector<VhostInfo>> Client::ListVhosts() {
+  pb::Frame frame;
+  frame.mutable_list_vhosts();
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<VhostInfo> out;
+  for (const auto& v : reply->list_vhosts_ok().vhosts()) out.push_back(protocol::FromWire(v));
+  return out;
+}
+
 // --- Backup -------------------------------------------------------------------------------------
 
 Result<BackupInfo> Client::Backup(const std::string& directory, std::chrono::milliseconds wait) {

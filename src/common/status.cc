@@ -60,6 +60,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "LEASE_EXPIRED";
     case StatusCode::kQueueFull:
       return "QUEUE_FULL";
+    case StatusCode::kVhostNotFound:
+      return "VHOST_NOT_FOUND";
     case StatusCode::kReservedName:
       return "RESERVED_NAME";
     case StatusCode::kInternal:

@@ -166,14 +166,15 @@ int ListConnections(Client& client, bool json) {
   auto connections = client.ListConnections();
   if (!connections.ok()) return Refused(connections.status());
   if (json) return PrintJsonList(*connections, ConnectionJson);
-  std::printf("%8s %-5s %-12s %-24s %-24s %8s %9s %8s %8s  %s\n", "ID", "PROTO", "USER", "ADDRESS",
-              "SINCE (UTC)", "CHANNELS", "CONSUMERS", "UNACKED", "RECEIVES", "CLIENT");
+  std::printf("%8s %-5s %-12s %-12s %-24s %-24s %8s %9s %8s %8s  %s\n", "ID", "PROTO", "USER",
+              "VHOST", "ADDRESS", "SINCE (UTC)", "CHANNELS", "CONSUMERS", "UNACKED", "RECEIVES",
+              "CLIENT");
   for (const ConnectionInfo& c : *connections) {
     std::string client = c.client;
     if (!c.client_version.empty()) client += " " + c.client_version;
-    std::printf("%8llu %-5s %-12s %-24s %-24s %8u %9u %8llu %8u  %s\n",
+    std::printf("%8llu %-5s %-12s %-12s %-24s %-24s %8u %9u %8llu %8u  %s\n",
                 static_cast<unsigned long long>(c.id), Printable(c.protocol).c_str(),
-                Printable(c.user).c_str(), Printable(c.address).c_str(),
+                Printable(c.user).c_str(), Printable(c.vhost).c_str(), Printable(c.address).c_str(),
                 FormatTime(c.connected_at_ms).c_str(), c.channels, c.consumers,
                 static_cast<unsigned long long>(c.unacked), c.pending_receives,
                 Printable(client).c_str());

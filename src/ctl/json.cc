@@ -1,6 +1,7 @@
 // ctl/json.cc: wharfctl's JSON documents (ctl/json.h).
 #include "ctl/json.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -348,7 +349,42 @@ Json ConnectionJson(const ConnectionInfo& c) {
               {"protocol", c.protocol},
               {"client", OrNull(c.client)},
               {"client_version", OrNull(c.client_version)},
-              {"channels", c.channels}};
+              {"channels", c.channels},
+              {"vhost", c.vhost}};
+}
+
+Status ParseLimitsJson(const std::string& text,
+                       const std::vector<std::pair<std::string, std::optional<int64_t>*>>& known) {
+  std::string names;
+  for (const auto& [name, target] : known) names += (names.empty() ? "" : ", ") + name;
+  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || doc.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "limits must be a JSON object such as '{\"" + known.front().first + "\": 10}'");
+  }
+  for (const auto& [key, value] : doc.items()) {
+    auto it =
+        std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == key; });
+    if (it == known.end()) {
+      return Status(StatusCode::kInvalidArgument, "unknown limit '" + key + "' (" + names + ")");
+    }
+    if (!value.is_number_integer()) {
+      return Status(StatusCode::kInvalidArgument, "limit '" + key + "' must be an integer");
+    }
+    *it->second = value.get<int64_t>();
+  }
+  return Status::Ok();
+}
+
+std::string LimitText(int64_t limit) { return limit < 0 ? "-" : std::to_string(limit); }
+
+Json VhostJson(const VhostInfo& v) {
+  // RabbitMQ's list_vhost_limits keys; a limit not set is left out.
+  Json limits = Json::object();
+  if (v.limits.max_connections >= 0) limits["max-connections"] = v.limits.max_connections;
+  if (v.limits.max_queues >= 0) limits["max-queues"] = v.limits.max_queues;
+  return Json{{"name", v.name},     {"description", v.description}, {"limits", limits},
+              {"queues", v.queues}, {"exchanges", v.exchanges},     {"connections", v.connections}};
 }
 
 Json UserJson(const UserInfo& u) {

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "wharf/client.h"
 #include "wharf/message.h"
@@ -65,6 +67,14 @@ Json BindingJson(const BindingSpec& b);
 Json ConsumerJson(const ConsumerInfo& c);
 Json ConnectionJson(const ConnectionInfo& c);
 Json UserJson(const UserInfo& u);
+// rabbitmqctl's limits JSON (set_user_limits, set_vhost_limits): an object of integers, such as
+// '{"max-connections": 10}'; each key of `known` it names is set (negative: clear that limit).
+// kInvalidArgument for anything else: not an object, empty, an unknown key, not an integer.
+Status ParseLimitsJson(const std::string& text,
+                       const std::vector<std::pair<std::string, std::optional<int64_t>*>>& known);
+// A limit for a table: "-" when none.
+std::string LimitText(int64_t limit);
+Json VhostJson(const VhostInfo& v);
 Json DelayedJson(const DelayedInfo& m);
 Json RedriveJson(const RedriveInfo& r);
 Json BackupJson(const BackupInfo& b);

@@ -35,34 +35,6 @@ std::string TagsText(const std::vector<std::string>& tags) {
   return out + "]";
 }
 
-// A limit for the listing: "-" when none.
-std::string LimitText(int64_t limit) { return limit < 0 ? "-" : std::to_string(limit); }
-
-// rabbitmqctl set_user_limits' JSON: {"max-connections": N, "max-channels": N}, either or both;
-// a negative value clears that limit.
-Status ParseUserLimits(const std::string& text, std::optional<int64_t>* connections,
-                       std::optional<int64_t>* channels) {
-  Json doc = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object() || doc.empty()) {
-    return Status(StatusCode::kInvalidArgument,
-                  "limits must be a JSON object such as '{\"max-connections\": 10}'");
-  }
-  for (const auto& [key, value] : doc.items()) {
-    std::optional<int64_t>* target = key == "max-connections" ? connections
-                                     : key == "max-channels"  ? channels
-                                                              : nullptr;
-    if (target == nullptr) {
-      return Status(StatusCode::kInvalidArgument,
-                    "unknown limit '" + key + "' (max-connections, max-channels)");
-    }
-    if (!value.is_number_integer()) {
-      return Status(StatusCode::kInvalidArgument, "limit '" + key + "' must be an integer");
-    }
-    *target = value.get<int64_t>();
-  }
-  return Status::Ok();
-}
-
 // The password given, or a line of stdin.
 std::string PasswordOrStdin(const std::string& given) {
   if (!given.empty()) return given;
@@ -191,7 +163,9 @@ void AddUserCommands(CLI::App& app, Commands& commands) {
   set_limits->add_option("limits", o->limits, "the limits as JSON")->required();
   commands.OnBroker(set_limits, [o](Client& client) {
     std::optional<int64_t> connections, channels;
-    if (Status s = ParseUserLimits(o->limits, &connections, &channels); !s.ok()) {
+    if (Status s = ParseLimitsJson(
+            o->limits, {{"max-connections", &connections}, {"max-channels", &channels}});
+        !s.ok()) {
       return Usage(std::string(s.message()));
     }
     Status s = client.SetUserLimits(o->name, connections, channels);

@@ -36,6 +36,7 @@ struct Global {
   std::string server = "127.0.0.1:5680";
   std::string user;
   std::string password;
+  std::string vhost = "/";
   wharf::ClientTlsOptions tls;
 };
 
@@ -198,6 +199,10 @@ int Run(int argc, char** argv) {
   CLI::Option* user_flag =
       app.add_option("--user", global.user, "log in as this user (default: the loopback guest)");
   CLI::Option* password_flag = app.add_option("--password", global.password, "the user's password");
+  app.add_option("--vhost,-p", global.vhost,
+                 "the virtual host to use: queues, exchanges and bindings are looked up there "
+                 "(set-permissions and clear-permissions take it as the permissions' vhost)")
+      ->capture_default_str();
   app.add_flag("--tls", global.tls.enabled,
                "connect with TLS (to the broker's [tls] listen port; docs/security.md)");
   auto tls_file = [&](const char* flag, std::string* into, const char* what) {
@@ -229,6 +234,7 @@ int Run(int argc, char** argv) {
   AddRedriveCommands(app, commands);
   AddUserCommands(app, commands);
   AddBackupCommands(app, commands);
+  AddVhostCommands(app, commands);
 
   std::vector<std::string> help_for;
   CLI::App* help = app.add_subcommand("help", "show the help of wharfctl or of COMMAND");
@@ -281,6 +287,7 @@ int Run(int argc, char** argv) {
   options.client_name = "wharfctl";
   ParseHostPort(global.server, &options.host, &options.port);
   options.tls = global.tls;
+  options.vhost = global.vhost;
   if (global.tls.certificate_login) {
     if (global.tls.cert_file.empty()) return Usage("--cert-login needs --cert and --key");
     options.tls.enabled = true;

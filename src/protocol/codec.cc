@@ -281,6 +281,7 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_purge_reclaiming(info.purge_reclaiming);
   out->set_groups(info.groups);
   out->set_groups_held(info.groups_held);
+  out->set_vhost(info.vhost);
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -307,6 +308,7 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.purge_reclaiming = in.purge_reclaiming();
   info.groups = in.groups();
   info.groups_held = in.groups_held();
+  info.vhost = in.vhost();
   return info;
 }
 
@@ -565,13 +567,14 @@ void ToWire(const ConnectionInfo& info, wire::ConnectionInfo* out) {
   out->set_client(info.client);
   out->set_client_version(info.client_version);
   out->set_channels(info.channels);
+  out->set_vhost(info.vhost);
 }
 
 ConnectionInfo FromWire(const wire::ConnectionInfo& in) {
   return ConnectionInfo{
       in.id(),        in.user(),           in.address(),          in.connected_at_ms(),
       in.consumers(), in.unacked(),        in.pending_receives(), in.protocol(),
-      in.client(),    in.client_version(), in.channels()};
+      in.client(),    in.client_version(), in.channels(),         in.vhost()};
 }
 
 void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out) {
@@ -608,6 +611,28 @@ void ToWire(const UserInfo& info, wire::UserInfo* out) {
     permission->set_write(p.write);
     permission->set_read(p.read);
   }
+}
+
+void ToWire(const VhostInfo& info, wire::VhostInfo* out) {
+  out->set_name(info.name);
+  out->set_description(info.description);
+  if (info.limits.max_connections >= 0) out->set_max_connections(info.limits.max_connections);
+  if (info.limits.max_queues >= 0) out->set_max_queues(info.limits.max_queues);
+  out->set_queues(info.queues);
+  out->set_exchanges(info.exchanges);
+  out->set_connections(info.connections);
+}
+
+VhostInfo FromWire(const wire::VhostInfo& in) {
+  VhostInfo info;
+  info.name = in.name();
+  info.description = in.description();
+  if (in.has_max_connections()) info.limits.max_connections = in.max_connections();
+  if (in.has_max_queues()) info.limits.max_queues = in.max_queues();
+  info.queues = in.queues();
+  info.exchanges = in.exchanges();
+  info.connections = in.connections();
+  return info;
 }
 
 UserInfo FromWire(const wire::UserInfo& in) {

@@ -92,6 +92,8 @@ void ToWire(const ConsumerInfo& info, wire::ConsumerInfo* out);
 ConsumerInfo FromWire(const wire::ConsumerInfo& in);
 void ToWire(const UserInfo& info, wire::UserInfo* out);
 UserInfo FromWire(const wire::UserInfo& in);
+void ToWire(const VhostInfo& info, wire::VhostInfo* out);
+VhostInfo FromWire(const wire::VhostInfo& in);
 
 // A frame carrying only an Error, for replies to request `request_id`.
 wire::Frame ErrorFrame(uint64_t request_id, const Status& status);

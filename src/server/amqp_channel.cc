@@ -76,8 +76,11 @@ void AmqpChannel::Open() {
   options.amqp = true;
   options.channel = number_;
   options.ack_timeout_ms = session_->context()->options->amqp.consumer_timeout_ms;
-  session_->context()->broker->OpenSession(session_id_, session_->user(), shared_from_this(),
-                                           session_->peer(), options);
+  options.vhost = session_->vhost();
+  // A channel is never refused: its connection was admitted into the vhost (OpenConnection).
+  Status opened = session_->context()->broker->OpenSession(
+      session_id_, session_->user(), shared_from_this(), session_->peer(), options);
+  if (!opened.ok()) return Fail(opened, amqp::ChannelOpen::kClassId, amqp::ChannelOpen::kMethodId);
   Reply(amqp::ChannelOpenOk{});
 }
 
@@ -195,6 +198,7 @@ void AmqpChannel::Fail(const Status& status, uint16_t cls, uint16_t mth) {
     case StatusCode::kConsumerNotFound:
       return SoftError(amqp::kPreconditionFailed, message, cls, mth);
     case StatusCode::kConsumerTagInUse:
+    case StatusCode::kVhostNotFound:  // the channel's vhost was deleted under it
       return HardError(amqp::kNotAllowed, message, cls, mth);
     case StatusCode::kStoreUnavailable:
     case StatusCode::kStoreFull:
@@ -413,7 +417,8 @@ void AmqpChannel::Publish(AmqpRequest& request) {
         return;
       case StatusCode::kExchangeNotFound:
         if (seq != 0) confirms_.Nack(seq);
-        return SoftError(amqp::kNotFound, broker::rabbitmq::NotFound("exchange", m.exchange), cls,
+        return SoftError(amqp::kNotFound,
+                         broker::rabbitmq::NotFound("exchange", m.exchange, session_->vhost()), cls,
                          mth);
       default:
         if (seq != 0) confirms_.Nack(seq);
@@ -471,7 +476,8 @@ void AmqpChannel::HandleExchangeDeclare(const amqp::ExchangeDeclare& m) {
     spec.passive = true;
     Status s = broker.DeclareExchange(session_id_, spec);
     if (s.code() == StatusCode::kExchangeNotFound) {
-      return SoftError(amqp::kNotFound, broker::rabbitmq::NotFound("exchange", m.exchange), cls,
+      return SoftError(amqp::kNotFound,
+                       broker::rabbitmq::NotFound("exchange", m.exchange, session_->vhost()), cls,
                        mth);
     }
     if (!s.ok()) return Fail(s, cls, mth);
@@ -524,11 +530,12 @@ void AmqpChannel::HandleExchangeDelete(const amqp::ExchangeDelete& m) {
   broker::Broker& broker = *session_->context()->broker;
   if (m.exchange.empty() || m.exchange.starts_with("amq.")) {
     return SoftError(amqp::kAccessRefused,
-                     m.exchange.empty()
-                         ? std::string("operation not permitted on the default "
-                                       "exchange")
-                         : "deletion of system " +
-                               broker::rabbitmq::Resource("exchange", m.exchange) + " not allowed",
+                     m.exchange.empty() ? std::string("operation not permitted on the default "
+                                                      "exchange")
+                                        : "deletion of system " +
+                                              broker::rabbitmq::Resource("exchange", m.exchange,
+                                                                         session_->vhost()) +
+                                              " not allowed",
                      cls, mth);
   }
   broker.TakeDurableTopologyChange();
@@ -536,8 +543,10 @@ void AmqpChannel::HandleExchangeDelete(const amqp::ExchangeDelete& m) {
   if (s.code() == StatusCode::kExchangeNotFound) s = Status::Ok();  // RabbitMQ: delete-ok
   if (!s.ok()) {
     if (s.code() == StatusCode::kPreconditionFailed) {
-      return SoftError(amqp::kPreconditionFailed,
-                       broker::rabbitmq::Resource("exchange", m.exchange) + " in use", cls, mth);
+      return SoftError(
+          amqp::kPreconditionFailed,
+          broker::rabbitmq::Resource("exchange", m.exchange, session_->vhost()) + " in use", cls,
+          mth);
     }
     return Fail(s, cls, mth);
   }
@@ -593,7 +602,8 @@ void AmqpChannel::HandleQueueDeclare(const amqp::QueueDeclare& m) {
     // Direct reply-to's pseudo-queue (RabbitMQ: any declare of it is answered as a passive one):
     // no messages, one consumer; an address whose consumer is gone is not found.
     if (!broker.ReplyToExists(m.queue)) {
-      return SoftError(amqp::kNotFound, broker::rabbitmq::NotFound("queue", m.queue), cls, mth);
+      return SoftError(amqp::kNotFound,
+                       broker::rabbitmq::NotFound("queue", m.queue, session_->vhost()), cls, mth);
     }
     if (!m.no_wait) Reply(amqp::QueueDeclareOk{m.queue, 0, 1});
     return;
@@ -671,14 +681,14 @@ void AmqpChannel::HandleConsume(const amqp::BasicConsume& m) {
                                                           std::numeric_limits<int32_t>::max()));
     } else {
       bad = broker::rabbitmq::InvalidArg(
-          "x-priority", queue,
+          "x-priority", queue, session_->vhost(),
           "\"expected integer, got " + std::string(amqp::ErlangTypeName(*v)) + "\"");
     }
   }
   if (const amqp::FieldValue* v = m.arguments.Find("x-cancel-on-ha-failover");
       bad.empty() && v != nullptr && v->type != 't') {
     bad = broker::rabbitmq::InvalidArg(
-        "x-cancel-on-ha-failover", queue,
+        "x-cancel-on-ha-failover", queue, session_->vhost(),
         "{unacceptable_type," + std::string(amqp::ErlangTypeName(*v)) + "}");
   }
   if (!bad.empty() && queue != broker::Broker::kReplyTo) {

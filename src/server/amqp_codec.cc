@@ -11,6 +11,7 @@
 #include "common/log_safe.h"
 #include "common/utf8.h"
 #include "server/amqp_content.h"
+#include "server/login.h"
 #include "server/user_directory.h"
 #include "wharf/version.h"
 
@@ -287,38 +288,50 @@ Status AmqpCodec::OnOpen(const amqp::Frame& frame) {
     return Fail(amqp::kChannelError, "unexpected method in connection state opening", cls, mth);
   }
   const auto& open = std::get<amqp::ConnectionOpen>(method);
-  // Wharf has one namespace, RabbitMQ's default vhost (named vhosts: docs/amqp.md).
-  if (open.virtual_host != "/") {
-    return Fail(amqp::kNotAllowed, "vhost " + CutForDisplay(open.virtual_host) + " not found",
-                amqp::ConnectionOpen::kClassId, amqp::ConnectionOpen::kMethodId);
-  }
-  // A user with no permissions in the vhost may not open it (RabbitMQ's check_vhost_access).
-  if (!context_->users->AccessOf(connection_.user())->CanUseVhost(open.virtual_host)) {
-    spdlog::warn("conn={} user={} peer={} refused: no permissions in vhost {}", connection_.id(),
-                 LogSafe(connection_.user()), connection_.peer(), LogSafe(open.virtual_host));
-    return Fail(amqp::kNotAllowed,
-                "access to vhost '" + CutForDisplay(open.virtual_host) + "' refused for user '" +
-                    CutForDisplay(connection_.user()) + "'",
-                amqp::ConnectionOpen::kClassId, amqp::ConnectionOpen::kMethodId);
-  }
   // The user's max-connections is checked here, where RabbitMQ checks it.
   if (Status slot = connection_.TakeUserSlot(); !slot.ok()) {
     return Fail(amqp::kNotAllowed, std::string(slot.message()), amqp::ConnectionOpen::kClassId,
                 amqp::ConnectionOpen::kMethodId);
   }
-  session_ = std::make_shared<AmqpSession>(connection_.id(), connection_.user(), connection_.peer(),
-                                           context_, connection_.core(), client_, frame_max_);
-  // Listed from now on, channels or not (until CloseSessions' CloseOwner, posted after this).
-  asio::post(*context_->broker_context, [context = context_, id = connection_.id(),
-                                         user = connection_.user(), peer = connection_.peer(),
-                                         meta = broker::ConnectionMeta{
-                                             "amqp", ListingText(client_.product),
-                                             ListingText(client_.version)}]() mutable {
-    context->broker->OpenConnection(id, std::move(user), std::move(peer), std::move(meta));
-  });
+  session_ = std::make_shared<AmqpSession>(connection_.id(), connection_.user(), open.virtual_host,
+                                           connection_.peer(), context_, connection_.core(),
+                                           client_, frame_max_);
+  // The broker thread admits it into the vhost (which must exist, under its max-connections);
+  // listed from then on, channels or not (until CloseSessions' CloseOwner). Nothing more is
+  // read until the answer.
+  stage_ = Stage::kOpening;
+  connection_.OpenInBroker(
+      [context = context_, id = connection_.id(), user = connection_.user(),
+       peer = connection_.peer(),
+       meta = broker::ConnectionMeta{"amqp", ListingText(client_.product),
+                                     ListingText(client_.version), open.virtual_host}]() mutable {
+        WHARF_RETURN_IF_ERROR(CheckVhostAccess(*context, user, meta.vhost));
+        return context->broker->OpenConnection(id, std::move(user), std::move(peer),
+                                               std::move(meta));
+      },
+      [this, vhost = open.virtual_host](const Status& opened) { OnOpened(vhost, opened); });
+  return Status::Ok();
+}
+
+void AmqpCodec::OnOpened(const std::string& vhost, const Status& opened) {
+  if (!opened.ok()) {
+    // RabbitMQ's texts: "vhost v not found", "access to vhost 'v' refused for user 'u'" and
+    // "access to vhost 'v' refused for user 'u': connection limit (N) is reached".
+    std::string text = opened.code() == StatusCode::kVhostNotFound
+                           ? "vhost " + CutForDisplay(vhost) + " not found"
+                           : std::string(opened.message());
+    spdlog::warn("conn={} user={} peer={} refused: {}", connection_.id(),
+                 LogSafe(connection_.user()), connection_.peer(), LogSafe(text));
+    stage_ = Stage::kAwaitOpen;  // as before the open: the close that follows is a hard error
+    Status failed = Fail(amqp::kNotAllowed, text, amqp::ConnectionOpen::kClassId,
+                         amqp::ConnectionOpen::kMethodId);
+    connection_.Refuse(failed);
+    return;
+  }
+  connection_.set_vhost(vhost);
   Send(0, amqp::ConnectionOpenOk{});
   stage_ = Stage::kOpen;
-  return Status::Ok();
+  connection_.ResumeReading();
 }
 
 // --- Content memory ----------------------------------------------------------------------------

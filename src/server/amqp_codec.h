@@ -54,6 +54,7 @@ class AmqpCodec final : public Codec {
   void ReleaseHeld() override;
   bool PostBatch() override;
   void OnLoggedIn() override;
+  bool paused() const override { return stage_ == Stage::kOpening; }
   void Encode(Outbound& item, std::string* out) override;
   void EncodeClose(const Status& status, std::string_view reason, std::string* out) override;
   void EncodeBlocked(bool blocked, std::string_view reason, std::string* out) override;
@@ -61,7 +62,9 @@ class AmqpCodec final : public Codec {
   void CloseSessions() override;
 
  private:
-  enum class Stage { kAwaitHeader, kAwaitStartOk, kAwaitTuneOk, kAwaitOpen, kOpen };
+  // kOpening: connection.open is with the broker thread (its vhost, the vhost's limits); the
+  // codec is paused() until the answer.
+  enum class Stage { kAwaitHeader, kAwaitStartOk, kAwaitTuneOk, kAwaitOpen, kOpening, kOpen };
   // A channel as the I/O thread sees it.
   struct ChannelState {
     enum class State { kOpen, kClosingByServer, kClosingByClient } state = State::kOpen;
@@ -97,6 +100,8 @@ class AmqpCodec final : public Codec {
   Status OnStartOk(const amqp::Frame& frame);
   Status OnTuneOk(const amqp::Frame& frame);
   Status OnOpen(const amqp::Frame& frame);
+  // The broker's answer to connection.open: open-ok, or RabbitMQ's 530.
+  void OnOpened(const std::string& vhost, const Status& opened);
   Status OnMethod(const amqp::Frame& frame, bool* ends_batch);
   Status OnChannelZero(amqp::Method& method);
   Status OnContentHeader(const amqp::Frame& frame);

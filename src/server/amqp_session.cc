@@ -9,11 +9,13 @@
 
 namespace wharf::server {
 
-AmqpSession::AmqpSession(uint64_t connection_id, std::string user, std::string peer,
-                         ServerContext* context, std::shared_ptr<SessionCore> core,
-                         AmqpClientInfo client, uint32_t frame_max)
+AmqpSession::AmqpSession(uint64_t connection_id, std::string user, std::string vhost,
+                         std::string peer, ServerContext* context,
+                         std::shared_ptr<SessionCore> core, AmqpClientInfo client,
+                         uint32_t frame_max)
     : id_(connection_id),
       user_(std::move(user)),
+      vhost_(std::move(vhost)),
       peer_(std::move(peer)),
       context_(context),
       core_(std::move(core)),

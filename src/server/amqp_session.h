@@ -69,8 +69,10 @@ enum AmqpNotice : uint32_t {
 
 class AmqpSession final : public std::enable_shared_from_this<AmqpSession> {
  public:
-  AmqpSession(uint64_t connection_id, std::string user, std::string peer, ServerContext* context,
-              std::shared_ptr<SessionCore> core, AmqpClientInfo client, uint32_t frame_max);
+  // `vhost`: the one connection.open named; every channel's names are looked up there.
+  AmqpSession(uint64_t connection_id, std::string user, std::string vhost, std::string peer,
+              ServerContext* context, std::shared_ptr<SessionCore> core, AmqpClientInfo client,
+              uint32_t frame_max);
   ~AmqpSession();
 
   // Runs a batch of the connection's methods, in order, then ends the batch.
@@ -84,6 +86,7 @@ class AmqpSession final : public std::enable_shared_from_this<AmqpSession> {
   // For the channels.
   uint64_t id() const { return id_; }
   const std::string& user() const { return user_; }
+  const std::string& vhost() const { return vhost_; }
   const std::string& peer() const { return peer_; }
   const AmqpClientInfo& client() const { return client_; }
   uint32_t frame_max() const { return frame_max_; }
@@ -100,6 +103,7 @@ class AmqpSession final : public std::enable_shared_from_this<AmqpSession> {
 
   const uint64_t id_;
   const std::string user_;
+  const std::string vhost_;
   const std::string peer_;
   ServerContext* const context_;
   const std::shared_ptr<SessionCore> core_;

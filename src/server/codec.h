@@ -52,6 +52,9 @@ class Codec {
   virtual Status OnFrame(std::string_view frame, bool* ends_batch) = 0;
   // A request is held by flow control (Connection::HoldPublish).
   virtual bool holding() const = 0;
+  // The codec waits for the broker (Connection::OpenInBroker): nothing more is decoded until
+  // it calls Connection::ResumeReading.
+  virtual bool paused() const { return false; }
   // Publishing is allowed again: the held request goes first into the next batch.
   virtual void ReleaseHeld() = 0;
   // Posts the requests decoded since the last call to the broker thread (with

@@ -114,7 +114,8 @@ void Connection::OnTlsHandshake(const asio::error_code& ec) {
 }
 
 bool Connection::ReadingAllowed() const {
-  return Reading() && !codec_->holding() && batches_in_flight_ < kMaxBatchesInFlight &&
+  return Reading() && !codec_->holding() && !codec_->paused() &&
+         batches_in_flight_ < kMaxBatchesInFlight &&
          pending_write_.size() + active_write_.size() < kMaxPendingWriteBytes &&
          core_->queued_bytes.load(std::memory_order_acquire) < SessionCore::kMaxQueuedBytes;
 }
@@ -128,7 +129,7 @@ bool Connection::OwnOutputHoldsReading() const {
 void Connection::ReadLoop() {
   // A publish held by flow control goes first once publishing is allowed and there is room.
   if (codec_->holding() && !context_->flow->blocked() && Reading() && !awaiting_grant_ &&
-      batches_in_flight_ < kMaxBatchesInFlight) {
+      batches_in_flight_ < kMaxBatchesInFlight && !codec_->paused()) {
     return DecodeBuffered();
   }
   if (reading_ || awaiting_grant_ || tls_handshaking_) return;
@@ -384,7 +385,8 @@ void Connection::OnFrameTimer() {
 bool Connection::Reading() const { return state_ == State::kHandshake || state_ == State::kOpen; }
 
 void Connection::DecodeBuffered() {
-  while (Reading() && !awaiting_grant_ && batches_in_flight_ < kMaxBatchesInFlight) {
+  while (Reading() && !awaiting_grant_ && batches_in_flight_ < kMaxBatchesInFlight &&
+         !codec_->paused()) {
     if (codec_->holding()) {
       if (context_->flow->blocked()) return;  // OnFlowChanged resumes
       codec_->ReleaseHeld();
@@ -395,7 +397,7 @@ void Connection::DecodeBuffered() {
     // Reading() ends the batch when a login starts the password check.
     // A content that waits for its memory (ReserveContent) stops the decoding too.
     while (stop.ok() && Reading() && !awaiting_grant_ && batch_bytes < kMaxBatchBytes &&
-           !codec_->holding()) {
+           !codec_->holding() && !codec_->paused()) {
       auto next = decoder_.Next();
       if (!next.ok()) {
         stop = next.status();
@@ -490,6 +492,17 @@ Status Connection::StartExternalLogin(const std::string& requested) {
   login_.StartExternal(user_, shared_from_this(),
                        [this](Status result) { FinishLogin(std::move(result)); });
   return Status::Ok();
+}
+
+void Connection::OpenInBroker(std::function<Status()> open,
+                              std::function<void(const Status&)> then) {
+  asio::post(*context_->broker_context,
+             [self = shared_from_this(), open = std::move(open), then = std::move(then)]() mutable {
+               Status status = open();
+               asio::post(self->executor_, [self, status, then = std::move(then)] {
+                 if (self->state_ == State::kOpen) then(status);
+               });
+             });
 }
 
 Status Connection::TakeUserSlot() {

@@ -93,6 +93,16 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   // A publish was decoded. True when publishing is blocked (the client is told so): the codec
   // holds this publish and everything after it until Codec::ReleaseHeld.
   bool HoldPublish();
+  // Runs `open` on the broker thread (registering the connection there, where its vhost and
+  // the vhost's limits are known), then `then` with its result back on this thread, unless
+  // the connection closed meanwhile.
+  void OpenInBroker(std::function<Status()> open, std::function<void(const Status&)> then);
+  // The codec is no longer paused() (Codec): decoding goes on. Thread: I/O.
+  void ResumeReading() { ReadLoop(); }
+  // The virtual host the connection opened (set by the codec once the broker accepted it);
+  // "" before. Thread: I/O.
+  const std::string& vhost() const { return vhost_; }
+  void set_vhost(std::string vhost) { vhost_ = std::move(vhost); }
   // The client asked to close: the codec's OnFrame error that follows is not an error.
   void NoteClientClosed() { client_closed_ = true; }
   // Output: append encoded bytes to output(), then StartWrite().
@@ -200,6 +210,7 @@ class Connection final : public std::enable_shared_from_this<Connection> {
   const uint64_t id_;
   ServerContext* const context_;
   const std::string peer_;  // "127.0.0.1:41234"
+  std::string vhost_;
   const asio::any_io_executor executor_;
   const std::shared_ptr<SessionCore> core_;
 

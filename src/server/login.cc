@@ -2,9 +2,30 @@
 
 #include <spdlog/spdlog.h>
 
+#include "broker/broker.h"
 #include "common/log_safe.h"
+#include "server/user_directory.h"
 
 namespace wharf::server {
+
+Status CheckVhostAccess(const ServerContext& context, const std::string& user,
+                        const std::string& vhost, bool operators_need_no_permissions) {
+  const std::string refused = "access to vhost '" + CutForDisplay(vhost) + "' refused for user '" +
+                              CutForDisplay(user) + "'";
+  Status admitted = context.broker->CheckVhostConnection(vhost);
+  if (admitted.code() == StatusCode::kResourceExhausted) {
+    return Status(admitted.code(), refused + ": " + std::string(admitted.message()));
+  }
+  WHARF_RETURN_IF_ERROR(admitted);
+  auto access = context.users->AccessOf(user);
+  if (operators_need_no_permissions && access->HasTag(broker::kMonitoringTags)) {
+    return Status::Ok();
+  }
+  if (!access->CanUseVhost(vhost)) {
+    return Status(StatusCode::kAccessRefused, refused);
+  }
+  return Status::Ok();
+}
 namespace {
 
 constexpr std::string_view kGuestUser = "guest";

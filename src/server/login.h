@@ -30,6 +30,17 @@ namespace wharf::server {
 // protocol's login and the HTTP listener's Basic check use it.
 Status CheckBuiltinGuest(std::string_view user, std::string_view password, bool peer_is_loopback);
 
+// Broker thread: whether `user` may open a connection into `vhost` now, in RabbitMQ's order
+// (measured against 3.10.8): the vhost's existence (kVhostNotFound), its max-connections
+// (kResourceExhausted), the user's permissions there (kAccessRefused). With
+// `operators_need_no_permissions` (the native protocol, which wharfctl speaks), a user with the
+// administrator or monitoring tag is admitted without permissions there, as RabbitMQ's
+// rabbitmqctl and management API let such users manage and watch every vhost; each operation
+// on a queue or exchange still needs them. The refusals' texts are RabbitMQ's: "access to vhost
+// 'v' refused for user 'u'[: connection limit (N) is reached]".
+Status CheckVhostAccess(const ServerContext& context, const std::string& user,
+                        const std::string& vhost, bool operators_need_no_permissions = false);
+
 class Login {
  public:
   // OK, or why the login is refused (kAuthenticationFailed, kAccessRefused, kResourceExhausted).

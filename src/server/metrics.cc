@@ -50,7 +50,11 @@ class Writer {
                 const std::function<double(const broker::QueueMetrics&)>& value) {
     Header(name, type, help);
     for (const auto& q : m.queues) {
-      if (has(q)) Sample(name, "queue=\"" + Label(q.info.name) + "\"", value(q));
+      if (has(q)) {
+        const std::string vhost = q.info.vhost.empty() ? std::string("/") : q.info.vhost;
+        Sample(name, "vhost=\"" + Label(vhost) + "\",queue=\"" + Label(q.info.name) + "\"",
+               value(q));
+      }
     }
   }
   // A histogram of milliseconds, exported in seconds.

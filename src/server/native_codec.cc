@@ -4,6 +4,7 @@
 
 #include "common/log_safe.h"
 #include "protocol/protobuf_log.h"
+#include "server/login.h"
 #include "wharf/version.h"
 
 namespace wharf::server {
@@ -131,6 +132,10 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     case wire::Frame::kSetUserTags:
     case wire::Frame::kSetPermissions:
     case wire::Frame::kClearPermissions:
+    case wire::Frame::kAddVhost:
+    case wire::Frame::kDeleteVhost:
+    case wire::Frame::kSetVhostLimits:
+    case wire::Frame::kListVhosts:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +
@@ -181,6 +186,7 @@ Status NativeCodec::HandleAuthenticate(const wire::Frame& frame) {
   }
   const auto& auth = frame.authenticate();
   close_request_id_ = frame.request_id();
+  vhost_ = auth.vhost().empty() ? std::string(broker::kDefaultVhost) : auth.vhost();
   // EXTERNAL: the user the verified client certificate names; `user` may repeat it.
   if (auth.mechanism() == "EXTERNAL") return connection_.StartExternalLogin(auth.user());
   if (!auth.mechanism().empty() && auth.mechanism() != "PLAIN") {
@@ -197,18 +203,32 @@ void NativeCodec::OnLoggedIn() {
   connection_.SetMaxFrameBytes(context_->options->max_frame_bytes());
   session_ = std::make_shared<NativeSession>(connection_.id(), connection_.user(), context_,
                                              connection_.core());
-  broker::SessionOptions options;
-  options.connection.client = client_name_;
-  asio::post(*context_->broker_context,
-             [session = session_, context = context_, id = connection_.id(),
-              user = connection_.user(), peer = connection_.peer(), options = std::move(options)] {
-               context->broker->OpenSession(id, user, session, peer, options);
-             });
-  wire::Frame reply;
-  reply.set_request_id(close_request_id_);
-  reply.mutable_authenticate_ok()->set_connection_id(connection_.id());
-  Send(reply);
-  close_request_id_ = 0;  // later errors answer no request
+  // The broker thread admits it into the vhost (which must exist, under its max-connections)
+  // before it is answered. Requests sent meanwhile are decoded and posted after the open, and
+  // run only if it succeeded (NativeSession::Execute).
+  connection_.OpenInBroker(
+      [session = session_, context = context_, user = connection_.user(), peer = connection_.peer(),
+       vhost = vhost_, client = client_name_] {
+        WHARF_RETURN_IF_ERROR(
+            CheckVhostAccess(*context, user, vhost, /*operators_need_no_permissions=*/true));
+        return session->Open(peer, vhost, client);
+      },
+      [this](const Status& opened) {
+        if (!opened.ok()) {
+          spdlog::warn("conn={} user={} peer={} refused: {}", connection_.id(),
+                       LogSafe(connection_.user()), connection_.peer(),
+                       LogSafe(opened.ToString(), kLogSafeStatusBytes));
+          connection_.Refuse(opened);
+          return;
+        }
+        connection_.set_vhost(vhost_);
+        wire::Frame reply;
+        reply.set_request_id(close_request_id_);
+        reply.mutable_authenticate_ok()->set_connection_id(connection_.id());
+        reply.mutable_authenticate_ok()->set_vhost(vhost_);
+        Send(reply);
+        close_request_id_ = 0;  // later errors answer no request
+      });
 }
 
 void NativeCodec::ReleaseHeld() {

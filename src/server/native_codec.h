@@ -56,6 +56,7 @@ class NativeCodec final : public Codec {
   std::optional<NativeRequest> held_;
   uint64_t close_request_id_ = 0;           // the Hello/Authenticate a handshake error answers
   std::string client_name_;                 // Hello's, for the listings
+  std::string vhost_;                       // Authenticate's ("/" when it names none)
   std::shared_ptr<NativeSession> session_;  // from login on
 };
 

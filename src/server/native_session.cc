@@ -9,8 +9,21 @@
 namespace wharf::server {
 namespace wire = protocol::wire;
 
+Status NativeSession::Open(std::string peer, std::string vhost, std::string client_name) {
+  broker::SessionOptions options;
+  options.connection.client = std::move(client_name);
+  options.vhost = vhost;
+  vhost_ = std::move(vhost);
+  Status opened =
+      context_->broker->OpenSession(id_, user_, shared_from_this(), std::move(peer), options);
+  opened_ = opened.ok();
+  return opened;
+}
+
 void NativeSession::Execute(std::vector<NativeRequest>& batch) {
-  for (NativeRequest& request : batch) HandleRequest(request);
+  if (opened_) {
+    for (NativeRequest& request : batch) HandleRequest(request);
+  }
   core_->EndBatch();
 }
 
@@ -221,7 +234,7 @@ void NativeSession::HandleRequest(NativeRequest& request) {
         return ReplyStatus(rid, s);
       }
       auto* ok = reply.mutable_list_queues_ok();
-      for (const auto& info : broker.ListQueues(frame.list_queues().prefix())) {
+      for (const auto& info : broker.ListQueues(frame.list_queues().prefix(), vhost_)) {
         protocol::ToWire(info, ok->add_queues());
       }
       return Reply(rid, std::move(reply));
@@ -247,7 +260,7 @@ void NativeSession::HandleRequest(NativeRequest& request) {
         return ReplyStatus(rid, s);
       }
       auto* ok = reply.mutable_list_consumers_ok();
-      for (const ConsumerInfo& c : broker.ListConsumers(frame.list_consumers().queue())) {
+      for (const ConsumerInfo& c : broker.ListConsumers(frame.list_consumers().queue(), vhost_)) {
         protocol::ToWire(c, ok->add_consumers());
       }
       return Reply(rid, std::move(reply));
@@ -259,7 +272,7 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       }
       auto* ok = reply.mutable_list_bindings_ok();
       const auto& list = frame.list_bindings();
-      for (const BindingSpec& b : broker.ListBindings(list.exchange(), list.queue())) {
+      for (const BindingSpec& b : broker.ListBindings(list.exchange(), list.queue(), vhost_)) {
         protocol::ToWire(b, ok->add_bindings());
       }
       return Reply(rid, std::move(reply));
@@ -270,7 +283,9 @@ void NativeSession::HandleRequest(NativeRequest& request) {
         return ReplyStatus(rid, s);
       }
       auto* ok = reply.mutable_list_exchanges_ok();
-      for (const auto& info : broker.ListExchanges()) protocol::ToWire(info, ok->add_exchanges());
+      for (const auto& info : broker.ListExchanges(vhost_)) {
+        protocol::ToWire(info, ok->add_exchanges());
+      }
       return Reply(rid, std::move(reply));
     }
     case wire::Frame::kPutUser:
@@ -283,6 +298,11 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       return HandleUserRequest(rid, frame);
     case wire::Frame::kBackup:
       return HandleBackup(rid, frame.backup().directory());
+    case wire::Frame::kAddVhost:
+    case wire::Frame::kDeleteVhost:
+    case wire::Frame::kSetVhostLimits:
+    case wire::Frame::kListVhosts:
+      return HandleVhostRequest(rid, frame);
     default:
       return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
   }
@@ -431,11 +451,100 @@ Result<store::StoredUser> NativeSession::ChangedUser(const wire::Frame& frame) c
   return user;
 }
 
-Status NativeSession::CheckVhost(const std::string& vhost) {
-  if (vhost == broker::kDefaultVhost) return Status::Ok();
-  return Status(
-      StatusCode::kInvalidArgument,
-      "vhost '" + CutForDisplay(vhost) + "' does not exist (this broker has the one vhost '/')");
+Status NativeSession::CheckVhost(const std::string& vhost) const {
+  if (context_->broker->HasVhost(vhost)) return Status::Ok();
+  return Status(StatusCode::kVhostNotFound, "vhost '" + CutForDisplay(vhost) + "' not found");
+}
+
+void NativeSession::HandleVhostRequest(uint64_t rid, const wire::Frame& frame) {
+  broker::Broker& broker = *context_->broker;
+  if (Status s = broker.AuthorizeTag(id_, broker::kTagAdministrator, "manage vhosts"); !s.ok()) {
+    spdlog::warn("conn={} user={} vhost request refused: {}", id_, LogSafe(user_),
+                 LogSafe(s.message()));
+    return ReplyStatus(rid, s);
+  }
+  switch (frame.body_case()) {
+    case wire::Frame::kListVhosts: {
+      wire::Frame reply;
+      for (const VhostInfo& info : broker.ListVhosts()) {
+        protocol::ToWire(info, reply.mutable_list_vhosts_ok()->add_vhosts());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kAddVhost: {
+      const auto& add = frame.add_vhost();
+      Status s = broker.AddVhost(add.name(), add.description());
+      if (!s.ok()) return ReplyStatus(rid, s);
+      spdlog::info("conn={} user={} added vhost {}", id_, LogSafe(user_), LogSafe(add.name()));
+      return ReplyWhenDurable(rid);
+    }
+    case wire::Frame::kSetVhostLimits: {
+      const auto& set = frame.set_vhost_limits();
+      auto vhosts = broker.ListVhosts();
+      auto it = std::find_if(vhosts.begin(), vhosts.end(),
+                             [&](const VhostInfo& v) { return v.name == set.name(); });
+      if (it == vhosts.end()) return ReplyStatus(rid, CheckVhost(set.name()));
+      VhostLimits limits = it->limits;
+      // Negative: no limit (stored as such: -1).
+      if (set.has_max_connections()) {
+        limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
+      }
+      if (set.has_max_queues()) limits.max_queues = std::max<int64_t>(set.max_queues(), -1);
+      Status s = broker.SetVhostLimits(set.name(), limits);
+      if (!s.ok()) return ReplyStatus(rid, s);
+      return ReplyWhenDurable(rid);
+    }
+    default: {
+      const std::string name = frame.delete_vhost().name();
+      Status s = broker.DeleteVhost(name);
+      if (!s.ok()) return ReplyStatus(rid, s);
+      spdlog::info("conn={} user={} deleted vhost {}", id_, LogSafe(user_), LogSafe(name));
+      // As RabbitMQ's delete_vhost: its connections are closed.
+      context_->close_connections_in(name, "vhost '" + CutForDisplay(name) + "' is deleted");
+      // Its resources' removal is in this batch; the permissions' removal follows, in a write
+      // of its own, and the answer after both.
+      broker.AnswerWhenDurable(
+          id_, [self = shared_from_this(), rid, name](broker::SessionPeer&, const Status& status) {
+            if (!status.ok()) return self->ReplyStatus(rid, status);
+            self->context_->user_changes->Run([self, rid, name](std::function<void()> done) {
+              self->ForgetVhostPermissions(rid, name, std::move(done));
+            });
+          });
+      return;
+    }
+  }
+}
+
+void NativeSession::ForgetVhostPermissions(uint64_t rid, const std::string& vhost,
+                                           std::function<void()> done) {
+  UserDirectory& users = *context_->users;
+  store::StoreBatch batch;
+  std::vector<store::StoredUser> changed;
+  for (const UserInfo& info : users.List()) {
+    auto stored = users.Stored(info.name);  // config and built-in users are not stored
+    if (!stored) continue;
+    if (std::erase_if(stored->permissions,
+                      [&](const UserPermission& p) { return p.vhost == vhost; }) == 0) {
+      continue;
+    }
+    batch.Add(store::StoreBatch::PutUser{*stored});
+    changed.push_back(std::move(*stored));
+  }
+  if (changed.empty()) {
+    ReplyStatus(rid, Status::Ok());
+    Flush();
+    return done();
+  }
+  context_->store->Commit(std::move(batch), /*sync=*/true,
+                          [self = shared_from_this(), rid, changed = std::move(changed),
+                           done = std::move(done)](Status status) {
+                            if (status.ok()) {
+                              for (const auto& user : changed) self->context_->users->Put(user);
+                            }
+                            self->ReplyStatus(rid, status);
+                            self->Flush();
+                            done();
+                          });
 }
 
 void NativeSession::HandleBackup(uint64_t rid, const std::string& directory) {

@@ -40,6 +40,10 @@ class NativeSession final : public broker::SessionPeer,
                 std::shared_ptr<SessionCore> core)
       : id_(id), user_(std::move(user)), context_(context), core_(std::move(core)) {}
 
+  // Opens the connection's broker session in `vhost` (broker thread). Until it succeeded,
+  // Execute runs nothing: requests a client sent right after Authenticate must not run
+  // outside a session (as the broker's own work) when the open is refused.
+  Status Open(std::string peer, std::string vhost, std::string client_name);
   // Runs a batch of the connection's requests, in order, then ends the batch.
   void Execute(std::vector<NativeRequest>& batch);
 
@@ -62,6 +66,11 @@ class NativeSession final : public broker::SessionPeer,
  private:
   void HandleRequest(NativeRequest& request);
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
+  // AddVhost, DeleteVhost, SetVhostLimits, ListVhosts: administrators only.
+  void HandleVhostRequest(uint64_t rid, const protocol::wire::Frame& frame);
+  // After DeleteVhost: every stored user's permissions in `vhost` go (as RabbitMQ's
+  // delete_vhost), in one change (UserChanges), then the answer.
+  void ForgetVhostPermissions(uint64_t rid, const std::string& vhost, std::function<void()> done);
   // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
   void HandleBackup(uint64_t rid, const std::string& directory);
   // A change of a user, run by UserChanges; calls `done` once answered.
@@ -69,7 +78,8 @@ class NativeSession final : public broker::SessionPeer,
   // A stored user as SetUserLimits, SetUserTags, SetPermissions or ClearPermissions leaves it;
   // refused for a config or built-in user, a bad tag, pattern or vhost.
   Result<store::StoredUser> ChangedUser(const protocol::wire::Frame& frame) const;
-  static Status CheckVhost(const std::string& vhost);
+  // kVhostNotFound unless the vhost exists (broker thread).
+  Status CheckVhost(const std::string& vhost) const;
   void Reply(uint64_t request_id, protocol::wire::Frame frame);
   void ReplyStatus(uint64_t request_id, const Status& status);
   // Replies with `frame` (an Ok frame when empty) once the topology change it answers is synced,
@@ -80,6 +90,8 @@ class NativeSession final : public broker::SessionPeer,
   const std::string user_;
   ServerContext* const context_;
   const std::shared_ptr<SessionCore> core_;
+  bool opened_ = false;  // Open succeeded
+  std::string vhost_;    // its listings are of this vhost's resources
   // Publishes not confirmed (a failing store) are logged at most once a second per connection,
   // with how many were not logged since: a full disk fails every publish in flight.
   LogLimiter unconfirmed_log_{std::chrono::seconds(1)};

@@ -14,6 +14,7 @@
 #include "common/password.h"
 #include "common/regex.h"
 #include "common/utf8.h"
+#include "common/vhost_name.h"
 #include "server/log_format.h"
 
 namespace wharf::server {
@@ -101,9 +102,10 @@ Status ReadUserAccess(const std::string& path, const std::string& name, const to
       WHARF_RETURN_IF_ERROR(ReadString(path, entry, "configure", &p.configure));
       WHARF_RETURN_IF_ERROR(ReadString(path, entry, "write", &p.write));
       WHARF_RETURN_IF_ERROR(ReadString(path, entry, "read", &p.read));
-      if (p.vhost != "/") {
-        return ConfigError(path, "user '" + name + "': vhost '" + p.vhost +
-                                     "' does not exist (this broker has the one vhost \"/\")");
+      // The vhost need not exist yet: the permissions apply once it is made (wharfctl
+      // add-vhost), as a definitions import would give them.
+      if (Status valid = ValidateVhostName(p.vhost); !valid.ok()) {
+        return ConfigError(path, "user '" + name + "': " + std::string(valid.message()));
       }
       for (const std::string* pattern : {&p.configure, &p.write, &p.read}) {
         auto compiled = Regex::Compile(*pattern);

@@ -116,7 +116,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   server->context_.after_broker_work = [raw] { raw->AfterBrokerWork(); };
   server->context_.on_session_closed = [raw](uint64_t id) { raw->OnSessionClosed(id); };
   server->context_.close_connections_of = [raw](const std::string& user, const std::string& why) {
-    raw->CloseConnectionsOf(user, why);
+    raw->CloseConnections([user](const Connection& c) { return c.user() == user; }, why);
+  };
+  server->context_.close_connections_in = [raw](const std::string& vhost, const std::string& why) {
+    raw->CloseConnections([vhost](const Connection& c) { return c.vhost() == vhost; }, why);
   };
 
   WHARF_RETURN_IF_ERROR(server->SetFdLimit());
@@ -492,7 +495,8 @@ void Server::OnSessionClosed(uint64_t session_id) {
   if (sessions_.empty()) sessions_cv_.notify_all();
 }
 
-void Server::CloseConnectionsOf(const std::string& user, const std::string& why) {
+void Server::CloseConnections(std::function<bool(const Connection&)> which,
+                              const std::string& why) {
   std::vector<std::shared_ptr<Connection>> live;
   {
     std::lock_guard lock(mu_);
@@ -500,10 +504,10 @@ void Server::CloseConnectionsOf(const std::string& user, const std::string& why)
       if (auto connection = weak.lock()) live.push_back(std::move(connection));
     }
   }
-  // A connection's user is its I/O thread's to read.
+  // A connection's user and vhost are its I/O thread's to read.
   for (auto& connection : live) {
-    asio::post(connection->executor(), [connection, user, why] {
-      if (connection->user() == user) connection->Refuse(Status(StatusCode::kAccessRefused, why));
+    asio::post(connection->executor(), [connection, which, why] {
+      if (which(*connection)) connection->Refuse(Status(StatusCode::kAccessRefused, why));
     });
   }
 }

@@ -19,6 +19,7 @@
 #include <asio/ssl/context.hpp>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -93,8 +94,9 @@ class Server {
   void Accept(Listener& listener);
   void AfterBrokerWork();
   void OnSessionClosed(uint64_t session_id);
-  // ServerContext::close_connections_of: each connection checks its user on its own thread.
-  void CloseConnectionsOf(const std::string& user, const std::string& why);
+  // ServerContext::close_connections_of and _in: each connection is asked `which` on its own
+  // thread (its user and vhost are that thread's), and closed with `why` when it answers true.
+  void CloseConnections(std::function<bool(const Connection&)> which, const std::string& why);
   // Runs `fn` on the broker thread and waits for its result (nullopt after `timeout`). The
   // promise is shared with the posted handler, so a late answer never outlives its target.
   template <typename T>

@@ -73,6 +73,9 @@ struct ServerContext {
   // Thread: any. Closes every connection logged in as `user`, saying `why` (a deleted user's,
   // as RabbitMQ's delete_user: AMQP 320 CONNECTION_FORCED, native ACCESS_REFUSED).
   std::function<void(const std::string& user, const std::string& why)> close_connections_of;
+  // Thread: any. The same for every connection opened into `vhost` (a deleted vhost's, as
+  // RabbitMQ's delete_vhost).
+  std::function<void(const std::string& vhost, const std::string& why)> close_connections_in;
 };
 
 }  // namespace wharf::server

@@ -1,15 +1,21 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v8: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v9: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
-//     "F"                                 -> decimal storage format version, "8"
+//     "F"                                 -> decimal storage format version, "9"
 //     "N"                                 -> fixed64le next queue id
 //     "M"                                 -> fixed64le highest message id written
-//     "x" exchange-name                   -> ExchangeRecord       (durable exchanges)
-//     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues)
-//     "b" BindingRecord-bytes             -> ""                   (both ends durable)
+//     "x" exchange-name                   -> ExchangeRecord       (durable exchanges of "/")
+//     "q" queue-name                      -> QueueRecord          (durable, non-exclusive queues
+//                                                                  of "/")
+//     "X" vhost 0x00 exchange-name        -> ExchangeRecord       (of another vhost; its
+//     "Q" vhost 0x00 queue-name           -> QueueRecord           record names the vhost)
+//     "v" vhost-name                      -> VhostRecord          (vhosts but "/"; "/" once it
+//                                                                  has limits)
+//     "b" BindingRecord-bytes             -> ""                   (both ends durable; the
+//                                                                  record names a vhost but "/")
 //     "u" user-name                       -> UserRecord           (users made with PutUser)
 //     "d" fixed64be(queue-id) [byte(lane)] -> fixed64le seq: every message of the lane up to it
 //                                            was delivered (no lane byte: lane 0)
@@ -84,8 +90,11 @@ namespace wharf::store {
 // refuses a store with a column family it does not name). 8 - adds lanes (priority queues):
 // the top byte of an entry's sequence number and "d" keys with a lane byte; 1-7 are upgraded by
 // rewriting "F" (no older entry has a lane but 0). A format-7 build would misread them: take
-// a lane's delivery mark for none and count a queue's lanes as one span.
-inline constexpr int kFormatVersion = 8;
+// a lane's delivery mark for none and count a queue's lanes as one span. 9 - adds virtual
+// hosts: "v" records, "X" and "Q" keys, and a vhost in exchange, queue and binding records
+// (empty for "/", so every older record is in "/" as it is); 1-8 are upgraded by rewriting
+// "F". A format-8 build would merge every vhost's bindings into "/" and drop their queues.
+inline constexpr int kFormatVersion = 9;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -102,6 +111,9 @@ inline constexpr std::string_view kNextQueueIdKey = "N";
 inline constexpr std::string_view kMaxMessageIdKey = "M";
 inline constexpr char kExchangePrefix = 'x';
 inline constexpr char kQueuePrefix = 'q';
+inline constexpr char kVhostExchangePrefix = 'X';  // an exchange of a vhost other than "/"
+inline constexpr char kVhostQueuePrefix = 'Q';
+inline constexpr char kVhostPrefix = 'v';
 inline constexpr char kBindingPrefix = 'b';
 inline constexpr char kRefsPrefix = 'r';
 inline constexpr char kUserPrefix = 'u';

@@ -80,6 +80,14 @@ struct StoredUser {
   std::vector<UserPermission> permissions;
 };
 
+// A virtual host's record: every vhost but "/", and "/" once its limits are set (it exists
+// without one).
+struct StoredVhost {
+  std::string name;
+  std::string description;
+  VhostLimits limits;
+};
+
 // A redrive task of a dead-letter queue (docs/lifecycle.md, "Redrive"): what it was asked,
 // what it did, and where it is. One per queue: the last one started.
 struct StoredRedrive {
@@ -140,7 +148,8 @@ class StoreBatch {
     ExchangeSpec spec;
   };
   struct RemoveExchange {
-    std::string name;  // and every binding from or to it
+    std::string name;        // and every binding from or to it
+    std::string vhost = {};  // "" = "/"
   };
   struct PutQueue {
     QueueSpec spec;
@@ -151,6 +160,7 @@ class StoreBatch {
                        // its entries and the bodies they held in the background (a queue of
                        // millions does not hold up other writes)
     uint64_t queue_id;
+    std::string vhost = {};  // "" = "/"
   };
   struct PutBinding {
     BindingSpec binding;
@@ -169,6 +179,14 @@ class StoreBatch {
     uint64_t seq;
   };
   struct RemoveUser {
+    std::string name;
+  };
+  // A vhost's record (made, or its limits changed). Its removal comes after the removal of
+  // everything in it, in the same batch (Broker::DeleteVhost).
+  struct PutVhost {
+    StoredVhost vhost;
+  };
+  struct RemoveVhost {
     std::string name;
   };
   // A message waiting in a queue's timeline until `due_ms` (entry.seq is unused).
@@ -221,7 +239,7 @@ class StoreBatch {
   using Op = std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange,
                           RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
                           RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
-                          RemoveAllDelayed, PutRedrive, PutDedup>;
+                          RemoveAllDelayed, PutRedrive, PutDedup, PutVhost, RemoveVhost>;
 
   template <typename T>
   void Add(T op) {
@@ -269,6 +287,7 @@ struct StoredQueue {
 };
 
 struct RecoveredState {
+  std::vector<StoredVhost> vhosts;  // every vhost's record ("/" has one only with limits)
   std::vector<ExchangeSpec> exchanges;
   std::vector<StoredQueue> queues;
   std::vector<BindingSpec> bindings;

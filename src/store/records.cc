@@ -141,6 +141,7 @@ pb::ExchangeRecord ToRecord(const ExchangeSpec& spec) {
   record.set_internal(spec.internal);
   ToRecord(spec.arguments, record.mutable_arguments());
   record.set_delayed(spec.delayed);
+  if (!IsDefaultVhost(spec.vhost)) record.set_vhost(spec.vhost);
   return record;
 }
 
@@ -165,6 +166,7 @@ Result<ExchangeSpec> FromRecord(const pb::ExchangeRecord& record) {
   spec.internal = record.internal();
   WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &spec.arguments));
   spec.delayed = record.delayed();
+  spec.vhost = RecordVhost(record.vhost());
   return spec;
 }
 
@@ -174,6 +176,7 @@ pb::QueueRecord ToRecord(const QueueSpec& spec, uint64_t queue_id) {
   record.set_queue_id(queue_id);
   record.set_auto_delete(spec.auto_delete);
   ToRecord(spec.arguments, record.mutable_arguments());
+  if (!IsDefaultVhost(spec.vhost)) record.set_vhost(spec.vhost);
   return record;
 }
 
@@ -183,6 +186,7 @@ Result<QueueSpec> FromRecord(const pb::QueueRecord& record) {
   spec.durable = true;
   spec.auto_delete = record.auto_delete();
   WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &spec.arguments));
+  spec.vhost = RecordVhost(record.vhost());
   return spec;
 }
 
@@ -193,6 +197,7 @@ pb::BindingRecord ToRecord(const BindingSpec& binding) {
   record.set_destination_exchange(binding.destination_exchange);
   record.set_routing_key(binding.routing_key);
   ToRecord(binding.arguments, record.mutable_arguments());
+  if (!IsDefaultVhost(binding.vhost)) record.set_vhost(binding.vhost);
   return record;
 }
 
@@ -203,7 +208,63 @@ Result<BindingSpec> FromRecord(const pb::BindingRecord& record) {
   binding.destination_exchange = record.destination_exchange();
   binding.routing_key = record.routing_key();
   WHARF_RETURN_IF_ERROR(FromRecord(record.arguments(), &binding.arguments));
+  binding.vhost = RecordVhost(record.vhost());
   return binding;
+}
+
+bool IsDefaultVhost(std::string_view vhost) { return vhost.empty() || vhost == "/"; }
+
+std::string RecordVhost(const std::string& vhost) { return vhost.empty() ? "/" : vhost; }
+
+namespace {
+
+// "/": the prefix and the name, as before vhosts; another vhost: the upper-case prefix, the
+// vhost, NUL, the name (vhost names hold no NUL).
+std::string TopologyKey(char prefix, std::string_view vhost, std::string_view name) {
+  std::string key;
+  if (IsDefaultVhost(vhost)) {
+    key.push_back(prefix);
+  } else {
+    key.push_back(static_cast<char>(prefix - 'a' + 'A'));
+    key.append(vhost);
+    key.push_back('\0');
+  }
+  key.append(name);
+  return key;
+}
+
+}  // namespace
+
+std::string ExchangeKey(std::string_view vhost, std::string_view name) {
+  return TopologyKey(kExchangePrefix, vhost, name);
+}
+
+std::string QueueKey(std::string_view vhost, std::string_view name) {
+  return TopologyKey(kQueuePrefix, vhost, name);
+}
+
+std::string VhostKey(std::string_view name) {
+  std::string key(1, kVhostPrefix);
+  key.append(name);
+  return key;
+}
+
+pb::VhostRecord ToRecord(const StoredVhost& vhost) {
+  pb::VhostRecord record;
+  record.set_name(vhost.name);
+  record.set_description(vhost.description);
+  if (vhost.limits.max_connections >= 0) record.set_max_connections(vhost.limits.max_connections);
+  if (vhost.limits.max_queues >= 0) record.set_max_queues(vhost.limits.max_queues);
+  return record;
+}
+
+StoredVhost FromRecord(const pb::VhostRecord& record) {
+  StoredVhost vhost;
+  vhost.name = record.name();
+  vhost.description = record.description();
+  if (record.has_max_connections()) vhost.limits.max_connections = record.max_connections();
+  if (record.has_max_queues()) vhost.limits.max_queues = record.max_queues();
+  return vhost;
 }
 
 std::string BindingKey(const BindingSpec& binding) {

@@ -43,4 +43,14 @@ Result<StoredRedrive> FromRecord(const pb::RedriveRecord& record);
 // The key of a binding: its record's bytes (deterministic: headers are sorted, no maps).
 std::string BindingKey(const BindingSpec& binding);
 
+// Format 9's virtual hosts (store/keys.h). A record's vhost is empty for "/".
+bool IsDefaultVhost(std::string_view vhost);        // "" or "/"
+std::string RecordVhost(const std::string& vhost);  // "" -> "/"
+// "x" name for "/", "X" vhost NUL name otherwise; "q"/"Q" the same.
+std::string ExchangeKey(std::string_view vhost, std::string_view name);
+std::string QueueKey(std::string_view vhost, std::string_view name);
+std::string VhostKey(std::string_view name);
+pb::VhostRecord ToRecord(const StoredVhost& vhost);
+StoredVhost FromRecord(const pb::VhostRecord& record);
+
 }  // namespace wharf::store

@@ -355,7 +355,8 @@ void RocksDbStore::KeepUnwrittenTopology(const std::deque<Request>& group) {
             if constexpr (std::is_same_v<T, StoreBatch::PutExchange> ||
                           std::is_same_v<T, StoreBatch::PutQueue> ||
                           std::is_same_v<T, StoreBatch::PutBinding> ||
-                          std::is_same_v<T, StoreBatch::PutUser>) {
+                          std::is_same_v<T, StoreBatch::PutUser> ||
+                          std::is_same_v<T, StoreBatch::PutVhost>) {
               unwritten_topology_.Add(o);
             }
           },
@@ -766,28 +767,32 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             std::lock_guard lock(doomed_mu_);
             doomed_[o.queue_id].emplace_back(from, o.to_seq);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutExchange>) {
-            wb->Put(meta_, Prefixed(kExchangePrefix, o.spec.name),
+            wb->Put(meta_, ExchangeKey(o.spec.vhost, o.spec.name),
                     ToRecord(o.spec).SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveExchange>) {
-            wb->Delete(meta_, Prefixed(kExchangePrefix, o.name));
+            wb->Delete(meta_, ExchangeKey(o.vhost, o.name));
+            const std::string vhost = RecordVhost(o.vhost);
             status = RemoveBindings(
                 [&](const pb::BindingRecord& b) {
-                  return b.exchange() == o.name || b.destination_exchange() == o.name;
+                  return RecordVhost(b.vhost()) == vhost &&
+                         (b.exchange() == o.name || b.destination_exchange() == o.name);
                 },
                 wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutQueue>) {
-            wb->Put(meta_, Prefixed(kQueuePrefix, o.spec.name),
+            wb->Put(meta_, QueueKey(o.spec.vhost, o.spec.name),
                     ToRecord(o.spec, o.queue_id).SerializeAsString());
             std::string next;
             AppendLittleEndian64(&next, o.queue_id + 1);
             wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
-            wb->Delete(meta_, Prefixed(kQueuePrefix, o.name));
+            wb->Delete(meta_, QueueKey(o.vhost, o.name));
             // Every lane's delivery mark.
             wb->DeleteRange(meta_, DeliveredKey(o.queue_id), DeliveredKey(o.queue_id + 1));
+            const std::string vhost = RecordVhost(o.vhost);
             status = RemoveBindings(
                 [&](const pb::BindingRecord& b) {
-                  return b.destination_exchange().empty() && b.queue() == o.name;
+                  return RecordVhost(b.vhost()) == vhost && b.destination_exchange().empty() &&
+                         b.queue() == o.name;
                 },
                 wb);
             // Its purges go with it: the removal of all its entries below covers them.
@@ -860,6 +865,10 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
             wb->Delete(meta_, Prefixed(kUserPrefix, o.name));
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutVhost>) {
+            wb->Put(meta_, VhostKey(o.vhost.name), ToRecord(o.vhost).SerializeAsString());
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveVhost>) {
+            wb->Delete(meta_, VhostKey(o.name));
           } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
             std::string seq;
             AppendLittleEndian64(&seq, o.seq);

@@ -284,12 +284,12 @@ class RocksDbStore final : public MessageStore {
   // Applies a PutDedup (message_store.h): records the key or fills in the duplicate.
   Status ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb);
   Status error_;  // sticky write error (writer thread)
-  // Exchanges, queues, bindings and users whose put was in a group that failed to write: the
-  // broker keeps them in memory (the client got the error), so they are written again ahead
-  // of every later group until one is written. Otherwise a message confirmed into such a queue
-  // after the store recovered would lose its queue record, and with it the message, at the
-  // next start. Writer thread only; bounded, as durable topology changes are refused while
-  // the store is failing.
+  // Exchanges, queues, bindings, users and vhosts whose put was in a group that failed to write:
+  // the broker keeps them in memory (the client got the error), so they are written again ahead of
+  // every later group until one is written. Otherwise a message confirmed into such a queue after
+  // the store recovered would lose its queue record, and with it the message, at the next start.
+  // Writer thread only; bounded, as durable topology changes are refused while the store is
+  // failing.
   StoreBatch unwritten_topology_;
   void KeepUnwrittenTopology(const std::deque<Request>& group);
   // The free-space reserve and ballast: written by the writer (and Open), read by anyone.

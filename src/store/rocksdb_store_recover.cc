@@ -44,10 +44,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
-             value == "6" || value == "7") {
-    // Formats 2 to 8 only add to format 1 (inline entries, delivery marks; the "delayed"
+             value == "6" || value == "7" || value == "8") {
+    // Formats 2 to 9 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
-    // records; the "dedup" family; lanes): everything older reads as it is. Mark the directory as
+    // records; the "dedup" family; lanes; vhosts, everything older being in "/"): everything
+    // older reads as it is. Mark the directory as
     // the current format before writing anything of it, so that an older build refuses it instead
     // of misreading it.
     rocksdb::WriteOptions sync;
@@ -81,7 +82,16 @@ Result<RecoveredState> RocksDbStore::Recover() {
     if (key.empty()) continue;
     rocksdb::Slice payload = it->value();
     switch (key[0]) {
-      case kExchangePrefix: {
+      case kVhostPrefix: {
+        pb::VhostRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt vhost record");
+        }
+        state.vhosts.push_back(FromRecord(record));
+        break;
+      }
+      case kExchangePrefix:
+      case kVhostExchangePrefix: {
         pb::ExchangeRecord record;
         if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return Status(StatusCode::kStoreUnavailable, "corrupt exchange record");
@@ -90,7 +100,8 @@ Result<RecoveredState> RocksDbStore::Recover() {
         state.exchanges.push_back(std::move(spec));
         break;
       }
-      case kQueuePrefix: {
+      case kQueuePrefix:
+      case kVhostQueuePrefix: {
         pb::QueueRecord record;
         if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
           return Status(StatusCode::kStoreUnavailable, "corrupt queue record");

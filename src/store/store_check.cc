@@ -136,11 +136,15 @@ std::unordered_map<uint64_t, std::string> QueueNames(const OpenedDb& db) {
   auto meta = db.by_name.find(rocksdb::kDefaultColumnFamilyName);
   if (meta == db.by_name.end()) return names;
   std::unique_ptr<rocksdb::Iterator> it(db.db->NewIterator(rocksdb::ReadOptions(), meta->second));
-  const std::string prefix(1, kQueuePrefix);
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    pb::QueueRecord record;
-    if (record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-      names[record.queue_id()] = record.name();
+  for (char prefix : {kQueuePrefix, kVhostQueuePrefix}) {
+    const std::string start(1, prefix);
+    for (it->Seek(start); it->Valid() && it->key().starts_with(start); it->Next()) {
+      pb::QueueRecord record;
+      if (record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+        names[record.queue_id()] = record.vhost().empty()
+                                       ? record.name()
+                                       : record.name() + "' in vhost '" + record.vhost();
+      }
     }
   }
   return names;
@@ -265,6 +269,16 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
         return "exchange '" + Printable(key.substr(1)) + "'";
       case kQueuePrefix:
         return "queue '" + Printable(key.substr(1)) + "'";
+      case kVhostExchangePrefix:
+      case kVhostQueuePrefix: {
+        const std::string_view rest = key.substr(1);
+        const size_t nul = std::min(rest.find('\0'), rest.size());
+        return std::string(key[0] == kVhostQueuePrefix ? "queue '" : "exchange '") +
+               Printable(rest.substr(std::min(nul + 1, rest.size()))) + "' in vhost '" +
+               Printable(rest.substr(0, nul)) + "'";
+      }
+      case kVhostPrefix:
+        return "vhost '" + Printable(key.substr(1)) + "'";
       case kUserPrefix:
         return "user '" + Printable(key.substr(1)) + "'";
       case kBindingPrefix:

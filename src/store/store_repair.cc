@@ -159,7 +159,7 @@ struct Tally {
       }
     } else if (family == rocksdb::kDefaultColumnFamilyName && !k.empty()) {
       if (k == kFormatKey) has_format = true;
-      if (k[0] == kQueuePrefix) {
+      if (k[0] == kQueuePrefix || k[0] == kVhostQueuePrefix) {
         pb::QueueRecord record;
         if (record.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
           names[record.queue_id()] = record.name();
@@ -323,7 +323,7 @@ Status BuildNewStore(const std::string& new_path, OpenedDb* source, const fs::pa
     spec.name = "wharf.recovered." + std::to_string(queue_id);
     spec.durable = true;
     const std::string record = ToRecord(spec, queue_id).SerializeAsString();
-    const std::string key = std::string(1, kQueuePrefix) + spec.name;
+    const std::string key = QueueKey("/", spec.name);
     fix.Put(meta, key, record);
     tally->names[queue_id] = spec.name;
     report->recovered_queues.push_back(spec.name);

@@ -245,6 +245,8 @@ TEST(Backup, RefusalsAreSpecificAndLeaveNothingBehind) {
   // Not an admin.
   out = Ctl(server, "add-user worker --new-password pw-worker", &code);
   ASSERT_EQ(code, 0) << out;
+  out = Ctl(server, "set-permissions worker '.*' '.*' '.*'", &code);  // so it may log in
+  ASSERT_EQ(code, 0) << out;
   out = Ctl(server, "--user worker --password pw-worker backup " + dir + "/b", &code);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("ACCESS_REFUSED"), std::string::npos) << out;

@@ -116,6 +116,8 @@ TEST(Wharfctl, UsersAreManagedAtRuntimeAndSurviveARestart) {
   ASSERT_EQ(code, 0);
   RunCommand("echo pw-worker | " + ctl("add-user worker"), &code);
   ASSERT_EQ(code, 0);
+  RunCommand(ctl("set-permissions worker '.*' '.*' '.*'"), &code);
+  ASSERT_EQ(code, 0);
   nlohmann::json users = testing::ParseJson(RunCommand(ctl("users --json"), &code));
   ASSERT_EQ(code, 0);
   auto has = [&](const std::string& name, bool admin, const std::string& source) {

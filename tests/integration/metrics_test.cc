@@ -46,17 +46,19 @@ TEST(Metrics, ScrapeShowsQueuesCountersAndLatencies) {
             std::string::npos);
   const std::string& text = res->body;
   EXPECT_TRUE(Has(text, "wharf_connections 1")) << text;
-  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders\"} 2")) << text;
-  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 3")) << text;
-  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{queue=\"orders\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{queue=\"orders\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{vhost=\"/\",queue=\"orders\"} 2")) << text;
+  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{vhost=\"/\",queue=\"orders.dlq\"} 1"))
+      << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_published_total{vhost=\"/\",queue=\"orders\"} 3")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{vhost=\"/\",queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{vhost=\"/\",queue=\"orders\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{vhost=\"/\",queue=\"orders\"} 1")) << text;
   EXPECT_TRUE(Has(text, "wharf_confirm_latency_seconds_count 3")) << text;
   EXPECT_NE(text.find("wharf_store_sync_latency_seconds_count "), std::string::npos) << text;
   EXPECT_EQ(text.find("wharf_store_sync_latency_seconds_count 0\n"), std::string::npos)
       << "the confirms were synced";
-  EXPECT_NE(text.find("wharf_queue_oldest_ready_age_seconds{queue=\"orders\"} "), std::string::npos)
+  EXPECT_NE(text.find("wharf_queue_oldest_ready_age_seconds{vhost=\"/\",queue=\"orders\"} "),
+            std::string::npos)
       << text;
   // Totals beside the per-queue series, the version, and the standard process figures.
   EXPECT_TRUE(Has(text, "wharf_messages_ready 3")) << text;  // 2 in orders, 1 in orders.dlq

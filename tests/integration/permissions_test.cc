@@ -166,9 +166,15 @@ TEST_F(Permissions, RuntimeUsersGetRightsFromAnAdministratorSeenAtOnceAndKept) {
   auto ops = As("ops");
   ASSERT_TRUE(ops);
   ASSERT_TRUE(ops->PutUser("bob", kHash, false).ok());
+  // A new user has no permissions (rabbitmqctl add_user): it may not open the vhost.
+  ClientOptions options = server_->Options();
+  options.user = "bob";
+  options.password = "change-me";
+  ExpectRefused(Client::Connect(options).status(), "access to vhost '/' refused for user 'bob'");
+  // Permissions that allow nothing open the vhost, and nothing else.
+  ASSERT_TRUE(ops->SetPermissions("bob", {"/", "", "", ""}).ok());
   auto bob = As("bob");
   ASSERT_TRUE(bob);
-  // A new user has no permissions (rabbitmqctl add_user).
   ExpectRefused(bob->DeclareQueue(Queue("bob.q")).status(),
                 "access to queue 'bob.q' in vhost '/' refused for user 'bob'");
   ASSERT_TRUE(ops->SetPermissions("bob", {"/", "^bob\\.", "^bob\\.", "^bob\\."}).ok());
@@ -186,7 +192,7 @@ TEST_F(Permissions, RuntimeUsersGetRightsFromAnAdministratorSeenAtOnceAndKept) {
   EXPECT_NE(bad.message().find("invalid regular expression '('"), std::string_view::npos)
       << bad.message();
   EXPECT_EQ(ops->SetPermissions("bob", {"other", ".*", ".*", ".*"}).code(),
-            StatusCode::kInvalidArgument);
+            StatusCode::kVhostNotFound);
   EXPECT_EQ(ops->SetPermissions("nobody", {"/", ".*", ".*", ".*"}).code(),
             StatusCode::kPreconditionFailed);
   Status config = ops->SetPermissions("app", {"/", ".*", ".*", ".*"});

@@ -51,8 +51,8 @@ class BrokerAccessTest : public ::testing::Test {
     users_.Set("admin", {"administrator"}, {UserPermission{"/", ".*", ".*", ".*"}});
     users_.Set("bob", {}, {UserPermission{"/", "^bob-", "^bob-", "^bob-"}});
     broker_.SetAccessSource(&users_);
-    broker_.OpenSession(kAdmin, "admin", std::make_shared<RecordingPeer>());
-    broker_.OpenSession(kBob, "bob", bob_);
+    EXPECT_TRUE(broker_.OpenSession(kAdmin, "admin", std::make_shared<RecordingPeer>()).ok());
+    EXPECT_TRUE(broker_.OpenSession(kBob, "bob", bob_).ok());
   }
 
   Status Declare(uint64_t session, const std::string& name, Headers arguments = {}) {
@@ -186,7 +186,7 @@ TEST_F(BrokerAccessTest, ADeletedUserCanDoNothingMore) {
 
 TEST_F(BrokerAccessTest, WithoutASourceEverythingIsAllowed) {
   Broker open(BrokerOptions{}, &clock_);
-  open.OpenSession(9, "anyone", std::make_shared<RecordingPeer>());
+  EXPECT_TRUE(open.OpenSession(9, "anyone", std::make_shared<RecordingPeer>()).ok());
   QueueSpec spec;
   spec.name = "q";
   EXPECT_TRUE(open.DeclareQueue(9, spec).ok());

@@ -41,15 +41,18 @@ class BrokerAmqpTest : public ::testing::Test {
     Open(kOther, kOtherConn);
     auto peer = std::make_shared<RecordingPeer>();
     peers_[kNative] = peer.get();
-    broker_.OpenSession(kNative, "native", peer);
+    EXPECT_TRUE(broker_.OpenSession(kNative, "native", peer).ok());
   }
 
   void Open(uint64_t session, uint64_t owner) {
     auto peer = std::make_shared<RecordingPeer>();
     peers_[session] = peer.get();
-    broker_.OpenSession(
-        session, "guest", peer, "127.0.0.1:5000",
-        SessionOptions{.owner_id = owner, .amqp = true, .channel = static_cast<uint16_t>(session)});
+    EXPECT_TRUE(broker_
+                    .OpenSession(session, "guest", peer, "127.0.0.1:5000",
+                                 SessionOptions{.owner_id = owner,
+                                                .amqp = true,
+                                                .channel = static_cast<uint16_t>(session)})
+                    .ok());
   }
 
   RecordingPeer& Peer(uint64_t session) { return *peers_.at(session); }
@@ -180,8 +183,13 @@ TEST_F(BrokerAmqpTest, ClosingAChannelKeepsItsConnectionsExclusiveQueuesCloseOwn
 }
 
 TEST_F(BrokerAmqpTest, ConnectionsListTheirChannelsTogetherUntilTheOwnerCloses) {
-  broker_.OpenConnection(kConn, "guest", "127.0.0.1:5000", ConnectionMeta{"amqp", "pika", "1.2.0"});
-  broker_.OpenConnection(300, "guest", "127.0.0.1:5001", ConnectionMeta{"amqp", "kombu", "5"});
+  EXPECT_TRUE(
+      broker_
+          .OpenConnection(kConn, "guest", "127.0.0.1:5000", ConnectionMeta{"amqp", "pika", "1.2.0"})
+          .ok());
+  EXPECT_TRUE(
+      broker_.OpenConnection(300, "guest", "127.0.0.1:5001", ConnectionMeta{"amqp", "kombu", "5"})
+          .ok());
   ASSERT_TRUE(Declare(kCh1, "q").ok());
   ASSERT_TRUE(broker_.Subscribe(kCh2, "q", "c2", 0, false, kNoLease).ok());
   Publish("q", {"a"});
@@ -262,8 +270,11 @@ TEST_F(BrokerAmqpTest, DeliveriesWithoutALeaseNeverExpire) {
 TEST_F(BrokerAmqpTest, TheAckTimeoutTellsTheSessionWhenItsOldestDeliveryIsTooOld) {
   constexpr uint64_t kTimed = 10, kTimedConn = 300;
   auto peer = std::make_shared<RecordingPeer>();
-  broker_.OpenSession(kTimed, "guest", peer, "127.0.0.1:5002",
-                      SessionOptions{.owner_id = kTimedConn, .amqp = true, .ack_timeout_ms = 1000});
+  EXPECT_TRUE(
+      broker_
+          .OpenSession(kTimed, "guest", peer, "127.0.0.1:5002",
+                       SessionOptions{.owner_id = kTimedConn, .amqp = true, .ack_timeout_ms = 1000})
+          .ok());
   ASSERT_TRUE(Declare(kTimed, "q").ok());
   Publish("q", {"a", "b", "c"});
   ASSERT_TRUE(broker_.Subscribe(kTimed, "q", "c1", /*prefetch=*/1, false, kNoLease).ok());
@@ -296,8 +307,11 @@ TEST_F(BrokerAmqpTest, TheAckTimeoutTellsTheSessionWhenItsOldestDeliveryIsTooOld
   EXPECT_EQ(broker_.ack_deadline_entries(), 0u);
   // A session closed before its deadline leaves no entry behind.
   auto other = std::make_shared<RecordingPeer>();
-  broker_.OpenSession(11, "guest", other, "127.0.0.1:5003",
-                      SessionOptions{.owner_id = kTimedConn, .amqp = true, .ack_timeout_ms = 1000});
+  EXPECT_TRUE(
+      broker_
+          .OpenSession(11, "guest", other, "127.0.0.1:5003",
+                       SessionOptions{.owner_id = kTimedConn, .amqp = true, .ack_timeout_ms = 1000})
+          .ok());
   auto got = broker_.Get(11, "q", false);
   ASSERT_TRUE(got.ok() && got->delivery);
   EXPECT_EQ(broker_.ack_deadline_entries(), 1u);

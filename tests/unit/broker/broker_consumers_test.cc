@@ -24,7 +24,7 @@ class BrokerConsumersTest : public ::testing::Test {
     for (uint64_t s : {1, 2, 3, 4}) {
       auto peer = std::make_shared<RecordingPeer>();
       peers_[s] = peer.get();
-      broker_.OpenSession(s, "guest", peer);
+      EXPECT_TRUE(broker_.OpenSession(s, "guest", peer).ok());
     }
   }
 
@@ -179,7 +179,7 @@ TEST_F(BrokerConsumersStoreTest, ASingleActiveConsumerQueueStaysOneAfterARestart
   Drain();
   Restart();
   auto second = std::make_shared<RecordingPeer>();
-  broker_->OpenSession(2, "bob", second);
+  EXPECT_TRUE(broker_->OpenSession(2, "bob", second).ok());
   ASSERT_TRUE(broker_->Subscribe(kS1, "sac", "first", 0, false).ok());
   ASSERT_TRUE(broker_->Subscribe(2, "sac", "second", 0, false).ok());
   Drain();

@@ -88,7 +88,7 @@ TEST_P(BrokerExpiresTest, AConsumerKeepsTheQueueAndItsCancelStartsTheClock) {
 TEST_P(BrokerExpiresTest, AClosedConsumerSessionStartsTheClock) {
   DeclareExpiring("q", 1'000);
   auto peer = std::make_shared<RecordingPeer>();
-  broker_->OpenSession(2, "bob", peer);
+  EXPECT_TRUE(broker_->OpenSession(2, "bob", peer).ok());
   ASSERT_TRUE(broker_->Subscribe(2, "q", "", 10, false).ok());
   Tick(milliseconds(5'000));
   broker_->CloseSession(2);
@@ -171,8 +171,10 @@ TEST_P(BrokerExpiresTest, InvalidValuesAreRefused) {
 TEST_P(BrokerExpiresTest, AmqpSessionsEnforceItUnderRabbitMqRules) {
   auto peer = std::make_shared<RecordingPeer>();
   constexpr uint64_t kChannel = 5;
-  broker_->OpenSession(kChannel, "guest", peer, "127.0.0.1:5000",
-                       SessionOptions{.owner_id = 500, .amqp = true});
+  EXPECT_TRUE(broker_
+                  ->OpenSession(kChannel, "guest", peer, "127.0.0.1:5000",
+                                SessionOptions{.owner_id = 500, .amqp = true})
+                  .ok());
   QueueSpec spec;
   spec.name = "celery@host.reply.celery.pidbox";
   spec.durable = durable();

@@ -167,7 +167,7 @@ TEST_F(BrokerGroupsTest, AnExpiredLeaseOrAClosedConsumerGivesTheGroupItsHeadBack
   ASSERT_EQ(Bodies(again), (std::vector<std::string>{"a1"}));
   // A second consumer's connection closes with the head out: it comes back first.
   auto peer = std::make_shared<RecordingPeer>();
-  broker_->OpenSession(kS2, "bob", peer);
+  EXPECT_TRUE(broker_->OpenSession(kS2, "bob", peer).ok());
   Ack(again[0]);
   Drain();
   ASSERT_EQ(Bodies(TakeOn(kS2, peer.get(), "q", 5)), (std::vector<std::string>{"a2"}));
@@ -260,7 +260,7 @@ TEST_F(BrokerGroupsTest, RandomWorkOfCompetingConsumersNeverInvertsAGroup) {
   std::vector<Out> out;
   std::vector<int> next_index(kGroups, 0);  // the next one each group must settle
   auto peer2 = std::make_shared<RecordingPeer>();
-  broker_->OpenSession(kS2, "bob", peer2);
+  EXPECT_TRUE(broker_->OpenSession(kS2, "bob", peer2).ok());
   auto parse = [](const Delivery& d, int* group, int* index) {
     const std::string& body = d.envelope->message.body;
     *group = std::stoi(body.substr(0, body.find(':')));
@@ -324,14 +324,14 @@ TEST_F(BrokerGroupsTest, RandomWorkOfCompetingConsumersNeverInvertsAGroup) {
       done["closed with some out"] +=
           static_cast<int>(std::erase_if(out, [](const Out& o) { return o.session == kS2; }) > 0);
       peer2 = std::make_shared<RecordingPeer>();
-      broker_->OpenSession(kS2, "bob", peer2);
+      EXPECT_TRUE(broker_->OpenSession(kS2, "bob", peer2).ok());
       Drain();
     } else {
       Restart();
       done["crashed with some out"] += !out.empty();
       out.clear();
       peer2 = std::make_shared<RecordingPeer>();
-      broker_->OpenSession(kS2, "bob", peer2);
+      EXPECT_TRUE(broker_->OpenSession(kS2, "bob", peer2).ok());
     }
   }
   // Whatever is left, drained in order.

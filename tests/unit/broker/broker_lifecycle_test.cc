@@ -260,7 +260,7 @@ TEST_P(BrokerLifecycleTest, CrashLoopIsCaughtByMaxAttempts) {
   ASSERT_TRUE(Publish("", "q", "crashes-the-consumer").ok());
   Drain();
   for (uint64_t session = 10; session < 12; ++session) {
-    broker_->OpenSession(session, "worker", std::make_shared<RecordingPeer>());
+    EXPECT_TRUE(broker_->OpenSession(session, "worker", std::make_shared<RecordingPeer>()).ok());
     ASSERT_TRUE(broker_->Receive(session, 1, "q", 1, 0).ok());
     Drain();
     broker_->CloseSession(session);  // the consumer died holding it
@@ -419,7 +419,7 @@ TEST_P(BrokerLifecycleTest, ShutdownIsNoAttempt) {
   DeclareWith("q", {{"x-max-attempts", int64_t{1}}});
   ASSERT_TRUE(Publish("", "q", "in flight").ok());
   Drain();
-  broker_->OpenSession(5, "worker", std::make_shared<RecordingPeer>());
+  EXPECT_TRUE(broker_->OpenSession(5, "worker", std::make_shared<RecordingPeer>()).ok());
   ASSERT_TRUE(broker_->Receive(5, 1, "q", 1, 0).ok());
   Drain();
   EXPECT_EQ(Info("q").in_flight, 1u);
@@ -484,7 +484,7 @@ TEST(DeathRecordTest, RepeatedDeathsUpdateOneRecordAndStayBounded) {
   ManualClock clock;
   Broker broker({}, &clock);
   auto peer = std::make_shared<RecordingPeer>();
-  broker.OpenSession(1, "t", peer);
+  EXPECT_TRUE(broker.OpenSession(1, "t", peer).ok());
   for (const char* name : {"a", "b"}) {
     QueueSpec spec;
     spec.name = name;

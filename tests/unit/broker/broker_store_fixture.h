@@ -52,7 +52,7 @@ class BrokerStoreTest : public ::testing::Test {
     ASSERT_TRUE(broker_->Recover(*state).ok());
     auto peer = std::make_shared<RecordingPeer>();
     peer_ = peer.get();
-    broker_->OpenSession(kS1, "alice", peer);
+    EXPECT_TRUE(broker_->OpenSession(kS1, "alice", peer).ok());
     Drain();
   }
 

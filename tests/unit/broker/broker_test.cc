@@ -42,8 +42,8 @@ class BrokerTest : public ::testing::Test {
     auto p2 = std::make_shared<RecordingPeer>();
     peer1_ = p1.get();
     peer2_ = p2.get();
-    broker_->OpenSession(kS1, "alice", p1);
-    broker_->OpenSession(kS2, "bob", p2);
+    EXPECT_TRUE(broker_->OpenSession(kS1, "alice", p1).ok());
+    EXPECT_TRUE(broker_->OpenSession(kS2, "bob", p2).ok());
   }
 
   Broker& broker() { return *broker_; }

@@ -113,5 +113,30 @@ TEST(CtlJson, UnknownValuesAreNullNotSentinels) {
   EXPECT_TRUE(redrive["limit"].is_null());
 }
 
+// rabbitmqctl's limits JSON, for set-user-limits and set-vhost-limits.
+TEST(CtlJson, LimitsAreAnObjectOfKnownIntegers) {
+  std::optional<int64_t> connections, queues;
+  const std::vector<std::pair<std::string, std::optional<int64_t>*>> known = {
+      {"max-connections", &connections}, {"max-queues", &queues}};
+  ASSERT_TRUE(ParseLimitsJson(R"({"max-queues": 5, "max-connections": -1})", known).ok());
+  EXPECT_EQ(queues, 5);
+  EXPECT_EQ(connections, -1);
+  std::optional<int64_t> only;
+  ASSERT_TRUE(ParseLimitsJson(R"({"max-queues": 0})", {{"max-queues", &only}}).ok());
+  EXPECT_EQ(only, 0);
+  EXPECT_EQ(ParseLimitsJson(R"({"max-things": 1})", known).message(),
+            "unknown limit 'max-things' (max-connections, max-queues)");
+  EXPECT_EQ(ParseLimitsJson(R"({"max-queues": "5"})", known).message(),
+            "limit 'max-queues' must be an integer");
+  EXPECT_EQ(ParseLimitsJson(R"({"max-queues": 1.5})", known).code(), StatusCode::kInvalidArgument);
+  for (const char* bad : {"{}", "[]", "5", "not json"}) {
+    EXPECT_EQ(ParseLimitsJson(bad, known).message(),
+              "limits must be a JSON object such as '{\"max-connections\": 10}'")
+        << bad;
+  }
+  EXPECT_EQ(LimitText(-1), "-");
+  EXPECT_EQ(LimitText(3), "3");
+}
+
 }  // namespace
 }  // namespace wharf::ctl

@@ -56,31 +56,33 @@ TEST(Metrics, QueueSeriesAreLabelledAndTyped) {
   EXPECT_TRUE(Has(text, "wharf_connections 3")) << text;
   EXPECT_TRUE(Has(text, "wharf_consumers 1"));
   EXPECT_TRUE(Has(text, "# TYPE wharf_queue_ready gauge"));
-  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders\"} 7"));
-  EXPECT_TRUE(Has(text, "wharf_queue_ready{queue=\"orders.dlq\"} 2"));
-  EXPECT_TRUE(Has(text, "wharf_queue_in_flight{queue=\"orders\"} 2"));
-  EXPECT_TRUE(Has(text, "wharf_queue_delayed{queue=\"orders\"} 3"));
-  EXPECT_TRUE(Has(text, "wharf_queue_oldest_ready_age_seconds{queue=\"orders\"} 2.5"));
-  EXPECT_EQ(text.find("wharf_queue_oldest_ready_age_seconds{queue=\"orders.dlq\"}"),
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{vhost=\"/\",queue=\"orders\"} 7"));
+  EXPECT_TRUE(Has(text, "wharf_queue_ready{vhost=\"/\",queue=\"orders.dlq\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_in_flight{vhost=\"/\",queue=\"orders\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_delayed{vhost=\"/\",queue=\"orders\"} 3"));
+  EXPECT_TRUE(Has(text, "wharf_queue_oldest_ready_age_seconds{vhost=\"/\",queue=\"orders\"} 2.5"));
+  EXPECT_EQ(text.find("wharf_queue_oldest_ready_age_seconds{vhost=\"/\",queue=\"orders.dlq\"}"),
             std::string::npos)
       << "no head in RAM: no sample rather than a wrong one";
-  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{queue=\"orders.dlq\"} 2"));
-  EXPECT_TRUE(Has(text, "wharf_queue_purge_reclaiming{queue=\"orders\"} 9000"));
-  EXPECT_EQ(text.find("wharf_queue_purge_reclaiming{queue=\"orders.dlq\"}"), std::string::npos);
-  EXPECT_TRUE(Has(text, "wharf_queue_groups{queue=\"orders\"} 12"));
-  EXPECT_TRUE(Has(text, "wharf_queue_groups_held{queue=\"orders\"} 4"));
-  EXPECT_EQ(text.find("wharf_queue_groups{queue=\"orders.dlq\"}"), std::string::npos)
+  EXPECT_TRUE(Has(text, "wharf_dead_letter_queue_ready{vhost=\"/\",queue=\"orders.dlq\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_purge_reclaiming{vhost=\"/\",queue=\"orders\"} 9000"));
+  EXPECT_EQ(text.find("wharf_queue_purge_reclaiming{vhost=\"/\",queue=\"orders.dlq\"}"),
+            std::string::npos);
+  EXPECT_TRUE(Has(text, "wharf_queue_groups{vhost=\"/\",queue=\"orders\"} 12"));
+  EXPECT_TRUE(Has(text, "wharf_queue_groups_held{vhost=\"/\",queue=\"orders\"} 4"));
+  EXPECT_EQ(text.find("wharf_queue_groups{vhost=\"/\",queue=\"orders.dlq\"}"), std::string::npos)
       << "a queue without groups has no such series";
-  EXPECT_EQ(text.find("wharf_dead_letter_queue_ready{queue=\"orders\"}"), std::string::npos);
+  EXPECT_EQ(text.find("wharf_dead_letter_queue_ready{vhost=\"/\",queue=\"orders\"}"),
+            std::string::npos);
   EXPECT_TRUE(Has(text, "# TYPE wharf_queue_acked_total counter"));
-  EXPECT_TRUE(Has(text, "wharf_queue_published_total{queue=\"orders\"} 100"));
-  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{queue=\"orders\"} 40"));
-  EXPECT_TRUE(Has(text, "wharf_queue_acked_total{queue=\"orders\"} 30"));
-  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{queue=\"orders\"} 5"));
-  EXPECT_TRUE(Has(text, "wharf_queue_redelivered_total{queue=\"orders\"} 4"));
-  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{queue=\"orders\"} 2"));
-  EXPECT_TRUE(Has(text, "wharf_queue_expired_total{queue=\"orders\"} 1"));
-  EXPECT_TRUE(Has(text, "wharf_queue_duplicates_total{queue=\"orders\"} 6"));
+  EXPECT_TRUE(Has(text, "wharf_queue_published_total{vhost=\"/\",queue=\"orders\"} 100"));
+  EXPECT_TRUE(Has(text, "wharf_queue_delivered_total{vhost=\"/\",queue=\"orders\"} 40"));
+  EXPECT_TRUE(Has(text, "wharf_queue_acked_total{vhost=\"/\",queue=\"orders\"} 30"));
+  EXPECT_TRUE(Has(text, "wharf_queue_nacked_total{vhost=\"/\",queue=\"orders\"} 5"));
+  EXPECT_TRUE(Has(text, "wharf_queue_redelivered_total{vhost=\"/\",queue=\"orders\"} 4"));
+  EXPECT_TRUE(Has(text, "wharf_queue_dead_lettered_total{vhost=\"/\",queue=\"orders\"} 2"));
+  EXPECT_TRUE(Has(text, "wharf_queue_expired_total{vhost=\"/\",queue=\"orders\"} 1"));
+  EXPECT_TRUE(Has(text, "wharf_queue_duplicates_total{vhost=\"/\",queue=\"orders\"} 6"));
   EXPECT_EQ(text.find("wharf_store_sync"), std::string::npos) << "no store given";
   EXPECT_TRUE(text.ends_with("\n"));
 }

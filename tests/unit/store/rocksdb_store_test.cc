@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -1274,11 +1276,11 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   EXPECT_EQ(outcome->duplicate_of, 5u);
 }
 
-TEST_F(RocksDbStoreTest, FormatNineIsRefusedAsNewer) {
+TEST_F(RocksDbStoreTest, FormatTenIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "9").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "10").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1286,11 +1288,102 @@ TEST_F(RocksDbStoreTest, FormatNineIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 9; this wharfd reads format 8"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 10; this wharfd reads format 9"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "9") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "10") << "a refused directory is left as it is";
+}
+
+// Vhosts (format 9): the same names in two vhosts are two records, each vhost's bindings are its
+// own, and the removal of one vhost's queue or exchange leaves the other's alone.
+TEST_F(RocksDbStoreTest, VhostsKeepTheirOwnTopology) {
+  Open();
+  auto in = [](QueueSpec spec, const std::string& vhost) {
+    spec.vhost = vhost;
+    return spec;
+  };
+  ExchangeSpec root_events;
+  root_events.name = "events";
+  ExchangeSpec other_events = root_events;
+  other_events.vhost = "shop";
+  BindingSpec root_binding{"q", "events", "k", {}};
+  BindingSpec other_binding = root_binding;
+  other_binding.vhost = "shop";
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutVhost{StoredVhost{"shop", "the shop", VhostLimits{5, 10}}});
+  batch.Add(StoreBatch::PutExchange{root_events});
+  batch.Add(StoreBatch::PutExchange{other_events});
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutQueue{in(Queue("q"), "shop"), 2});
+  batch.Add(StoreBatch::PutBinding{root_binding});
+  batch.Add(StoreBatch::PutBinding{other_binding});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  Open();
+  ASSERT_EQ(state_.vhosts.size(), 1u);
+  EXPECT_EQ(state_.vhosts[0].name, "shop");
+  EXPECT_EQ(state_.vhosts[0].description, "the shop");
+  EXPECT_EQ(state_.vhosts[0].limits, (VhostLimits{5, 10}));
+  ASSERT_EQ(state_.queues.size(), 2u);
+  std::set<std::pair<std::string, uint64_t>> queues;
+  for (const auto& q : state_.queues) queues.emplace(q.spec.vhost, q.queue_id);
+  EXPECT_EQ(queues, (std::set<std::pair<std::string, uint64_t>>{{"/", 1}, {"shop", 2}}));
+  ASSERT_EQ(state_.exchanges.size(), 2u);
+  ASSERT_EQ(state_.bindings.size(), 2u);
+
+  // The shop's queue and exchange go; "/"'s stay, with their binding.
+  StoreBatch removal;
+  removal.Add(StoreBatch::RemoveQueue{"q", 2, "shop"});
+  removal.Add(StoreBatch::RemoveExchange{"events", "shop"});
+  removal.Add(StoreBatch::RemoveVhost{"shop"});
+  ASSERT_TRUE(CommitSync(std::move(removal)).ok());
+  store_.reset();
+  Open();
+  EXPECT_TRUE(state_.vhosts.empty());
+  ASSERT_EQ(state_.queues.size(), 1u);
+  EXPECT_EQ(state_.queues[0].spec.vhost, "/");
+  ASSERT_EQ(state_.exchanges.size(), 1u);
+  EXPECT_EQ(state_.exchanges[0].vhost, "/");
+  ASSERT_EQ(state_.bindings.size(), 1u);
+  EXPECT_EQ(state_.bindings[0].vhost, "/");
+  EXPECT_EQ(state_.bindings[0].queue, "q");
+}
+
+// A format-8 directory (before vhosts) opens with everything in "/", rewritten not at all: the
+// keys and records of "/" are those of format 8.
+TEST_F(RocksDbStoreTest, FormatEightIsUpgradedIntoTheDefaultVhost) {
+  Open();
+  ExchangeSpec events;
+  events.name = "events";
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutExchange{events});
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutBinding{BindingSpec{"q", "events", "k", {}}});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 7, 0, kEntryInline, MakeEnvelope(7, "old")}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "8").ok());
+    std::string value;
+    // Exactly format 8's keys.
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), meta, "qq", &value).ok());
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), meta, "xevents", &value).ok());
+  });
+  Open();
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+  Open();
+  EXPECT_TRUE(state_.vhosts.empty());
+  ASSERT_EQ(state_.queues.size(), 1u);
+  EXPECT_EQ(state_.queues[0].spec.vhost, "/");
+  ASSERT_EQ(state_.exchanges.size(), 1u);
+  EXPECT_EQ(state_.exchanges[0].vhost, "/");
+  ASSERT_EQ(state_.bindings.size(), 1u);
+  EXPECT_EQ(state_.bindings[0].vhost, "/");
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].envelope->message.body, "old");
 }
 
 TEST(StoreKeysTest, DelayedKeysSortByDueTimeThenId) {
