@@ -496,28 +496,45 @@ void NativeSession::HandleVhostRequest(uint64_t rid, const wire::Frame& frame) {
     }
     default: {
       const std::string name = frame.delete_vhost().name();
-      Status s = broker.DeleteVhost(name);
-      if (!s.ok()) return ReplyStatus(rid, s);
-      spdlog::info("conn={} user={} deleted vhost {}", id_, LogSafe(user_), LogSafe(name));
-      // As RabbitMQ's delete_vhost: its connections are closed.
-      context_->close_connections_in(name, "vhost '" + CutForDisplay(name) + "' is deleted");
-      // Its resources' removal is in this batch; the permissions' removal follows, in a write
-      // of its own, and the answer after both.
-      broker.AnswerWhenDurable(
-          id_, [self = shared_from_this(), rid, name](broker::SessionPeer&, const Status& status) {
-            if (!status.ok()) return self->ReplyStatus(rid, status);
-            self->context_->user_changes->Run([self, rid, name](std::function<void()> done) {
-              self->ForgetVhostPermissions(rid, name, std::move(done));
-            });
+      // "/" and a vhost that does not exist are refused before anything changes.
+      if (name == broker::kDefaultVhost) return ReplyStatus(rid, broker.DeleteVhost(name));
+      if (Status exists = CheckVhost(name); !exists.ok()) return ReplyStatus(rid, exists);
+      // The users' permissions in it go first, in a write of their own, then the vhost: a crash
+      // between the two leaves the vhost with no one's permissions (its deletion may be asked
+      // again), never a vhost made again under its name open to the users of the old one.
+      context_->user_changes->Run(
+          [self = shared_from_this(), rid, name](std::function<void()> done) {
+            self->DeleteVhost(rid, name, std::move(done));
           });
       return;
     }
   }
 }
 
-void NativeSession::ForgetVhostPermissions(uint64_t rid, const std::string& vhost,
-                                           std::function<void()> done) {
+void NativeSession::DeleteVhost(uint64_t rid, const std::string& vhost,
+                                std::function<void()> done) {
   UserDirectory& users = *context_->users;
+  // Then the vhost with everything in it, answered once that is on disk.
+  auto remove = [self = shared_from_this(), rid, vhost, done](const Status& forgotten) {
+    if (!forgotten.ok()) {
+      self->ReplyStatus(rid, forgotten);
+      self->Flush();
+      return done();
+    }
+    Status s = self->context_->broker->DeleteVhost(vhost);
+    if (!s.ok()) {
+      self->ReplyStatus(rid, s);
+      self->Flush();
+      return done();
+    }
+    spdlog::info("conn={} user={} deleted vhost {}", self->id_, LogSafe(self->user_),
+                 LogSafe(vhost));
+    // As RabbitMQ's delete_vhost: its connections are closed.
+    self->context_->close_connections_in(vhost, "vhost '" + CutForDisplay(vhost) + "' is deleted");
+    self->ReplyWhenDurable(rid);
+    self->Flush();
+    done();
+  };
   store::StoreBatch batch;
   std::vector<store::StoredUser> changed;
   for (const UserInfo& info : users.List()) {
@@ -530,20 +547,14 @@ void NativeSession::ForgetVhostPermissions(uint64_t rid, const std::string& vhos
     batch.Add(store::StoreBatch::PutUser{*stored});
     changed.push_back(std::move(*stored));
   }
-  if (changed.empty()) {
-    ReplyStatus(rid, Status::Ok());
-    Flush();
-    return done();
-  }
+  if (changed.empty()) return remove(Status::Ok());
   context_->store->Commit(std::move(batch), /*sync=*/true,
-                          [self = shared_from_this(), rid, changed = std::move(changed),
-                           done = std::move(done)](Status status) {
+                          [self = shared_from_this(), changed = std::move(changed),
+                           remove = std::move(remove)](Status status) {
                             if (status.ok()) {
                               for (const auto& user : changed) self->context_->users->Put(user);
                             }
-                            self->ReplyStatus(rid, status);
-                            self->Flush();
-                            done();
+                            remove(status);
                           });
 }
 

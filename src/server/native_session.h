@@ -68,9 +68,10 @@ class NativeSession final : public broker::SessionPeer,
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // AddVhost, DeleteVhost, SetVhostLimits, ListVhosts: administrators only.
   void HandleVhostRequest(uint64_t rid, const protocol::wire::Frame& frame);
-  // After DeleteVhost: every stored user's permissions in `vhost` go (as RabbitMQ's
-  // delete_vhost), in one change (UserChanges), then the answer.
-  void ForgetVhostPermissions(uint64_t rid, const std::string& vhost, std::function<void()> done);
+  // DeleteVhost, run by UserChanges: every stored user's permissions in `vhost` go (as
+  // RabbitMQ's delete_vhost) in one write, then the vhost with everything in it; `done` once
+  // answered.
+  void DeleteVhost(uint64_t rid, const std::string& vhost, std::function<void()> done);
   // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
   void HandleBackup(uint64_t rid, const std::string& directory);
   // A change of a user, run by UserChanges; calls `done` once answered.
