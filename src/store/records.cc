@@ -1,5 +1,7 @@
 #include "store/records.h"
 
+#include <algorithm>
+
 #include "store/keys.h"
 
 namespace wharf::store {
@@ -262,8 +264,11 @@ StoredVhost FromRecord(const pb::VhostRecord& record) {
   StoredVhost vhost;
   vhost.name = record.name();
   vhost.description = record.description();
-  if (record.has_max_connections()) vhost.limits.max_connections = record.max_connections();
-  if (record.has_max_queues()) vhost.limits.max_queues = record.max_queues();
+  // Any negative limit is none (-1): ToRecord writes none, so a record read back is alike.
+  if (record.has_max_connections()) {
+    vhost.limits.max_connections = std::max<int64_t>(record.max_connections(), -1);
+  }
+  if (record.has_max_queues()) vhost.limits.max_queues = std::max<int64_t>(record.max_queues(), -1);
   return vhost;
 }
 
