@@ -3,7 +3,7 @@
 PKGS := cmake g++ make pkg-config libasio-dev libspdlog-dev libprotobuf-dev protobuf-compiler \
         librocksdb-dev libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libtoml11-dev librabbitmq-dev libjemalloc-dev \
         libcpp-httplib-dev libcli11-dev nlohmann-json3-dev libsystemd-dev dpkg-dev file \
-        python3 python3-pika python3-kombu golang-go golang-github-rabbitmq-amqp091-go-dev openssl \
+        python3 python3-pika python3-kombu python3-yaml golang-go golang-github-rabbitmq-amqp091-go-dev openssl \
         iproute2 libpcre2-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JOBS ?= $(shell nproc)

@@ -141,12 +141,23 @@ Status Broker::OpenSession(uint64_t session_id, std::string user, std::shared_pt
                            std::string address, SessionOptions options) {
   thread_checker_.Check();
   if (options.vhost.empty()) options.vhost = kDefaultVhost;
-  if (options.owner_id == 0) WHARF_RETURN_IF_ERROR(CheckVhostConnection(options.vhost));
+  if (options.internal) {
+    if (!HasVhost(options.vhost)) {
+      return Status(StatusCode::kVhostNotFound,
+                    "vhost '" + CutForDisplay(options.vhost) + "' not found");
+    }
+  } else if (options.owner_id == 0) {
+    WHARF_RETURN_IF_ERROR(CheckVhostConnection(options.vhost));
+  }
   auto state =
       std::make_unique<SessionState>(session_id, std::move(user), std::move(peer), options);
   state->address = std::move(address);
   state->connected_at_ms = clock_->WallMillis();
   state->serial = next_session_serial_++;
+  if (options.internal) {
+    sessions_.emplace(session_id, std::move(state));
+    return Status::Ok();
+  }
   // A native session is its connection; an AMQP channel's connection was (normally) opened
   // by OpenConnection already.
   auto [it, inserted] = connections_.try_emplace(state->owner_id());

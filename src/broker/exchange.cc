@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <variant>
 
 #include "broker/queue.h"
 #include "broker/vhost.h"
+#include "common/log_safe.h"
 
 namespace wharf::broker {
 namespace {
@@ -180,6 +183,34 @@ ExchangeInfo Exchange::Info() const {
   info.arguments = spec_.arguments;
   info.delayed = spec_.delayed;
   return info;
+}
+
+Status ApplyDeclaredType(std::string_view type, ExchangeSpec* spec) {
+  auto text = [spec](const char* key) -> const std::string* {
+    auto it = spec->arguments.find(key);
+    return it == spec->arguments.end() ? nullptr : std::get_if<std::string>(&it->second);
+  };
+  std::optional<ExchangeType> parsed;
+  spec->delayed = type == "x-delayed-message";
+  if (spec->delayed) {
+    const std::string* routed_as = text("x-delayed-type");
+    if (routed_as != nullptr && *routed_as == "x-delayed-message") {
+      return Status(StatusCode::kPreconditionFailed,
+                    "Invalid argument, 'x-delayed-message' can't be used for 'x-delayed-type'");
+    }
+    if (routed_as == nullptr || !(parsed = ParseExchangeType(*routed_as))) {
+      return Status(StatusCode::kPreconditionFailed,
+                    "Invalid argument, 'x-delayed-type' must be an existing exchange type");
+    }
+  } else if (!(parsed = ParseExchangeType(type))) {
+    return Status(StatusCode::kInvalidArgument,
+                  "unknown exchange type '" + CutForDisplay(type) + "'");
+  }
+  spec->type = *parsed;
+  if (const std::string* alternate = text("alternate-exchange")) {
+    spec->alternate_exchange = *alternate;
+  }
+  return Status::Ok();
 }
 
 }  // namespace wharf::broker

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -94,5 +95,13 @@ class Exchange {
   TopicTrie<Destination> topic_;
   std::vector<HeadersBinding> headers_;
 };
+
+// What a declaration's type and arguments make of `spec`, as RabbitMQ takes them (AMQP's
+// exchange.declare and the HTTP API alike): a type of direct, fanout, topic or headers; or
+// x-delayed-message (RabbitMQ's delayed-message plugin), routing as arguments["x-delayed-type"]
+// says; and the alternate exchange arguments["alternate-exchange"] names. Sets spec->type,
+// spec->delayed and spec->alternate_exchange. kInvalidArgument ("unknown exchange type 'x'") for
+// another type; kPreconditionFailed with RabbitMQ's text for a bad x-delayed-type.
+Status ApplyDeclaredType(std::string_view type, ExchangeSpec* spec);
 
 }  // namespace wharf::broker

@@ -51,6 +51,9 @@ struct SessionOptions {
   // The virtual host whose exchanges and queues it uses ("" = "/"); every name it gives is
   // looked up there. It must exist (Broker::HasVhost).
   std::string vhost = {};
+  // A session of the broker's own, for one HTTP API request (server/api_session.h): not a
+  // connection, so neither listed nor counted against a vhost's max-connections.
+  bool internal = false;
 };
 
 // A delivery that has not been settled yet.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/validators.h"
+#include "json/message.h"
 #include "wharf/client.h"
 
 namespace wharf::ctl {
@@ -90,8 +91,8 @@ std::optional<int64_t> ParseTime(const std::string& text);
 std::optional<int64_t> OldestReadyAgeMs(const wharf::QueueInfo& q);
 // Unix ms as UTC, 2027-01-31T08:00:00.000Z.
 std::string FormatTime(int64_t ms);
-// A message id in hex (as wharfctl prints them), with or without 0x.
-std::optional<uint64_t> ParseMessageId(std::string text);
+// A message id in hex (as wharfctl prints them), with or without 0x (json/message.h).
+using json::ParseMessageId;
 // A record separator given on the command line: \n, \t, \0, \\ and \xHH are unescaped.
 std::optional<std::string> ParseSeparator(const std::string& text);
 

@@ -14,20 +14,9 @@
 namespace wharf::ctl {
 namespace {
 
-// A value, or null when it is zero or empty: the wire's "not set".
-template <typename T>
-Json OrNull(const T& value) {
-  if (value == T{}) return nullptr;
-  return value;
-}
-
 Status BadJson(const std::string& what) { return Status(StatusCode::kInvalidArgument, what); }
 
 }  // namespace
-
-std::string Dump(const Json& doc, bool pretty) {
-  return doc.dump(pretty ? 2 : -1, ' ', false, Json::error_handler_t::replace);
-}
 
 int PrintJson(const Json& doc) {
   std::string error;
@@ -36,200 +25,6 @@ int PrintJson(const Json& doc) {
     return kExitRefused;
   }
   return kExitOk;
-}
-
-bool IsUtf8(std::string_view text) {
-  // nlohmann-json's own check, the one Dump would apply.
-  try {
-    (void)Json(std::string(text)).dump();
-    return true;
-  } catch (const Json::type_error&) {
-    return false;
-  }
-}
-
-Json HeaderValueJson(const HeaderValue& value) {
-  return std::visit(
-      [](const auto& v) -> Json {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, Bytes>) {
-          return Json{{"type", "bytes"}, {"base64", Base64Encode(v.data)}};
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          if (IsUtf8(v)) return v;
-          return Json{{"type", "string"}, {"base64", Base64Encode(v)}};
-        } else if constexpr (std::is_same_v<T, double>) {
-          if (!std::isfinite(v)) return Json{{"type", "double"}, {"text", std::to_string(v)}};
-          return v;
-        } else {
-          return v;
-        }
-      },
-      value);
-}
-
-Json HeadersJson(const Headers& headers) {
-  Json out = Json::object();
-  for (const auto& [key, value] : headers) out[key] = HeaderValueJson(value);
-  return out;
-}
-
-Result<HeaderValue> HeaderValueFromJson(const std::string& key, const Json& value) {
-  if (value.is_boolean()) return HeaderValue(value.get<bool>());
-  if (value.is_number_integer()) {
-    if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX)) {
-      return BadJson("header '" + key + "': " + value.dump() + " is out of range");
-    }
-    return HeaderValue(value.get<int64_t>());
-  }
-  if (value.is_number_float()) return HeaderValue(value.get<double>());
-  if (value.is_string()) return HeaderValue(value.get<std::string>());
-  if (value.is_object() && value.value("type", "") == "double" && value.contains("text") &&
-      value["text"].is_string()) {  // nan and inf, which JSON numbers cannot hold
-    const std::string text = value["text"].get<std::string>();
-    char* end = nullptr;
-    const double d = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0')
-      return BadJson("header '" + key + "': '" + text + "' is not a number");
-    return HeaderValue(d);
-  }
-  if (value.is_object() && value.contains("base64") && value["base64"].is_string()) {
-    auto bytes = Base64Decode(value["base64"].get<std::string>());
-    if (!bytes) return BadJson("header '" + key + "': its base64 does not decode");
-    const std::string type = value.value("type", "bytes");
-    if (type == "bytes") return HeaderValue(Bytes{*bytes});
-    if (type == "string") return HeaderValue(*bytes);
-    return BadJson("header '" + key + "': type '" + type + "' is not bytes or string");
-  }
-  return BadJson("header '" + key + "': " + std::string(value.type_name()) +
-                 " is not a header value (boolean, number, string, or {\"type\": \"bytes\", "
-                 "\"base64\": ...})");
-}
-
-Result<Headers> HeadersFromJson(const Json& object) {
-  if (object.is_null()) return Headers{};
-  if (!object.is_object()) return BadJson("headers must be a JSON object");
-  Headers out;
-  for (const auto& [key, value] : object.items()) {
-    auto v = HeaderValueFromJson(key, value);
-    if (!v.ok()) return v.status();
-    out[key] = std::move(*v);
-  }
-  return out;
-}
-
-void AddPayload(std::string_view body, Json* out) {
-  (*out)["payload_bytes"] = body.size();
-  if (IsUtf8(body)) {
-    (*out)["payload"] = std::string(body);
-    (*out)["payload_encoding"] = "string";
-  } else {
-    (*out)["payload"] = Base64Encode(body);
-    (*out)["payload_encoding"] = "base64";
-  }
-}
-
-Result<std::string> PayloadFromJson(const Json& message) {
-  if (!message.contains("payload") || message["payload"].is_null()) {
-    return BadJson("the message has no \"payload\" (peek --no-body leaves it out)");
-  }
-  if (!message["payload"].is_string()) return BadJson("\"payload\" must be a string");
-  const std::string payload = message["payload"].get<std::string>();
-  const Json encoding = message.value("payload_encoding", Json("string"));
-  if (encoding == "string") return payload;
-  if (encoding == "base64") {
-    auto bytes = Base64Decode(payload);
-    if (!bytes) return BadJson("\"payload\" is not valid base64");
-    return *bytes;
-  }
-  return BadJson("\"payload_encoding\" must be \"string\" or \"base64\", not " + encoding.dump());
-}
-
-Json DeathJson(const Death& d) {
-  return Json{{"reason", d.reason},
-              {"queue", d.queue},
-              {"exchange", d.exchange},
-              {"routing_key", d.routing_key},
-              {"count", d.count},
-              {"first_at_ms", OrNull(d.first_at_ms)},
-              {"last_at_ms", OrNull(d.last_at_ms)},
-              {"receive_count", d.receive_count},
-              {"failure_count", d.failure_count},
-              {"last_error", OrNull(d.last_error)}};
-}
-
-Json PropertiesJson(const Message& m) {
-  const Properties& p = m.properties;
-  return Json{{"content_type", OrNull(p.content_type)},
-              {"content_encoding", OrNull(p.content_encoding)},
-              {"message_id", OrNull(p.message_id)},
-              {"correlation_id", OrNull(p.correlation_id)},
-              {"reply_to", OrNull(p.reply_to)},
-              {"type", OrNull(p.type)},
-              {"app_id", OrNull(p.app_id)},
-              {"timestamp_ms", OrNull(p.timestamp_ms)},
-              {"priority", OrNull(p.priority)},
-              {"expiration_ms", OrNull(p.expiration_ms)},
-              {"headers", HeadersJson(m.headers)}};
-}
-
-namespace {
-
-// The keys every message object has, in one order (ctl/json.h).
-struct MessageFields {
-  const Message& message;
-  const std::string& queue;
-  const std::string& exchange;
-  const std::string& routing_key;
-  Json position;
-  Json redelivered;
-  uint32_t receive_count;
-  int64_t first_received_at_ms;
-  uint32_t failure_count;
-  int64_t last_failed_at_ms;
-  const std::string& last_error;
-  uint64_t body_bytes;
-  bool with_body;
-};
-
-Json MessageJson(const MessageFields& f) {
-  Json out{{"message_id", HexId(f.message.id)},
-           {"queue", f.queue},
-           {"position", f.position},
-           {"exchange", f.exchange},
-           {"routing_key", f.routing_key},
-           {"published_at_ms", OrNull(f.message.published_at_ms)},
-           {"persistent", f.message.persistent},
-           {"redelivered", f.redelivered},
-           {"receive_count", f.receive_count},
-           {"first_received_at_ms", OrNull(f.first_received_at_ms)},
-           {"failure_count", f.failure_count},
-           {"last_failed_at_ms", OrNull(f.last_failed_at_ms)},
-           {"last_error", OrNull(f.last_error)},
-           {"properties", PropertiesJson(f.message)},
-           {"deaths", Json::array()}};
-  for (const Death& d : f.message.deaths) out["deaths"].push_back(DeathJson(d));
-  if (f.with_body) {
-    AddPayload(f.message.body, &out);
-  } else {
-    out["payload_bytes"] = f.body_bytes;
-    out["payload"] = nullptr;
-    out["payload_encoding"] = nullptr;
-  }
-  return out;
-}
-
-}  // namespace
-
-Json DeliveryJson(const Delivery& d) {
-  return MessageJson({d.message, d.queue, d.exchange, d.routing_key, nullptr, d.redelivered,
-                      d.receive_count, d.first_received_at_ms, d.failure_count, d.last_failed_at_ms,
-                      d.last_error, d.message.body.size(), true});
-}
-
-Json PeekedJson(const std::string& queue, const PeekedMessage& m, bool with_body) {
-  return MessageJson({m.message, queue, m.exchange, m.routing_key, m.position, nullptr,
-                      m.receive_count, m.first_received_at_ms, m.failure_count, m.last_failed_at_ms,
-                      m.last_error, m.body_bytes, with_body});
 }
 
 Result<Message> MessageFromJson(const Json& doc) {
@@ -402,42 +197,6 @@ Json UserJson(const UserInfo& u) {
               {"limits", limits}, {"tags", u.tags},   {"permissions", permissions}};
 }
 
-Json DelayedJson(const DelayedInfo& m) {
-  return Json{{"message_id", HexId(m.message.id)},
-              {"deliver_at_ms", m.deliver_at_ms},
-              {"published_at_ms", OrNull(m.message.published_at_ms)},
-              {"exchange", m.exchange},
-              {"routing_key", m.routing_key},
-              {"persistent", m.message.persistent},
-              {"receive_count", m.receive_count},
-              {"properties", PropertiesJson(m.message)},
-              {"payload_bytes", m.body_bytes}};
-}
-
-Json RedriveJson(const RedriveInfo& r) {
-  Json targets = Json::object();
-  for (const RedriveTargetCount& t : r.targets) targets[t.queue] = t.messages;
-  return Json{{"queue", r.spec.queue},
-              {"to", OrNull(r.spec.to)},
-              {"reason", OrNull(r.spec.reason)},
-              {"limit", OrNull(r.spec.limit)},
-              {"rate", r.spec.rate},
-              {"dry_run", r.spec.dry_run},
-              {"message_id", r.spec.message_id ? Json(HexId(r.spec.message_id)) : Json()},
-              {"state", std::string(RedriveStateName(r.state))},
-              {"detail", OrNull(r.detail)},
-              {"started_at_ms", OrNull(r.started_at_ms)},
-              {"finished_at_ms", OrNull(r.finished_at_ms)},
-              {"total", r.total},
-              {"moved", r.moved},
-              {"remaining", r.remaining},
-              {"skipped_not_matching", r.skipped_not_matching},
-              {"skipped_no_target", r.skipped_no_target},
-              {"skipped_target_full", r.skipped_target_full},
-              {"rate_per_second", r.rate_per_second},
-              {"targets", targets}};
-}
-
 Json BackupJson(const BackupInfo& b) {
   return Json{{"directory", b.directory},
               {"files", b.files},
@@ -445,12 +204,6 @@ Json BackupJson(const BackupInfo& b) {
               {"linked_bytes", b.linked_bytes},
               {"duration_ms", b.duration_ms},
               {"max_message_id", HexId(b.max_message_id)}};
-}
-
-std::string HexId(uint64_t id) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
-  return buf;
 }
 
 }  // namespace wharf::ctl

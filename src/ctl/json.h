@@ -9,13 +9,15 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "json/message.h"
+#include "json/redrive.h"
+#include "json/values.h"
 #include "wharf/client.h"
 #include "wharf/message.h"
 #include "wharf/result.h"
@@ -23,39 +25,31 @@
 
 namespace wharf::ctl {
 
-// Ordered, so that objects print in the order they are built.
-using Json = nlohmann::ordered_json;
+// The shared value encodings (json/values.h): header values with their types, bodies as
+// "payload" and "payload_encoding".
+using json::AddPayload;
+using json::Dump;
+using json::HeadersFromJson;
+using json::HeadersJson;
+using json::HeaderValueFromJson;
+using json::HeaderValueJson;
+using json::IsUtf8;
+using json::Json;
+using json::OrNull;
+using json::PayloadFromJson;
 
-// The text of `doc` for a terminal or a pipe. Never throws: every string in it is UTF-8 (bodies
-// and header values that are not are base64), and anything else would be a bug shown as U+FFFD.
-std::string Dump(const Json& doc, bool pretty = true);
 // Dump(doc) and a newline on stdout: kExitOk, or kExitRefused (said on stderr) when stdout
 // could not take it.
 int PrintJson(const Json& doc);
 
-bool IsUtf8(std::string_view text);
+// A message as consume, get and peek print it (json/message.h), the same object as the HTTP
+// API's.
+using json::DeathJson;
+using json::DeliveryJson;
+using json::HexId;
+using json::PeekedJson;
+using json::PropertiesJson;
 
-// Typed header (and argument) values: booleans and numbers as JSON booleans and numbers, UTF-8
-// strings as strings, anything else as {"type": "bytes"|"string", "base64": "..."}.
-Json HeaderValueJson(const HeaderValue& value);
-Json HeadersJson(const Headers& headers);
-// The reverse, for publish --message and --arguments: a JSON integer is an integer header, a
-// fraction a double, and so on. kInvalidArgument names the key.
-Result<HeaderValue> HeaderValueFromJson(const std::string& key, const Json& value);
-Result<Headers> HeadersFromJson(const Json& object);
-
-// "payload", "payload_bytes" and "payload_encoding" of a body, into `out`.
-void AddPayload(std::string_view body, Json* out);
-// The body of a message object: its "payload" in its "payload_encoding" (string by default).
-Result<std::string> PayloadFromJson(const Json& message);
-
-Json DeathJson(const Death& death);
-Json PropertiesJson(const Message& message);
-
-// A message as consume, get and peek print it: the same keys in both, null where a value is
-// not known there (a peeked message has no delivery, a consumed one no position).
-Json DeliveryJson(const Delivery& d);
-Json PeekedJson(const std::string& queue, const PeekedMessage& m, bool with_body);
 // A message object (as above) back into a Message: body, persistent flag, properties and
 // headers. Everything else in it (ids, counters, deaths) is the broker's and is ignored.
 Result<Message> MessageFromJson(const Json& doc);
@@ -75,11 +69,8 @@ Status ParseLimitsJson(const std::string& text,
 // A limit for a table: "-" when none.
 std::string LimitText(int64_t limit);
 Json VhostJson(const VhostInfo& v);
-Json DelayedJson(const DelayedInfo& m);
-Json RedriveJson(const RedriveInfo& r);
+using json::DelayedJson;
+using json::RedriveJson;
 Json BackupJson(const BackupInfo& b);
-
-// A message id as wharfctl prints it: 16 hex digits.
-std::string HexId(uint64_t id);
 
 }  // namespace wharf::ctl

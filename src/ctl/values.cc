@@ -179,15 +179,6 @@ std::string FormatTime(int64_t ms) {
   return out;
 }
 
-std::optional<uint64_t> ParseMessageId(std::string text) {
-  if (text.starts_with("0x")) text = text.substr(2);
-  if (text.empty() || text.size() > 16) return std::nullopt;
-  uint64_t id = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id, 16);
-  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return id;
-}
-
 std::optional<std::string> ParseSeparator(const std::string& text) {
   std::string out;
   for (size_t i = 0; i < text.size(); ++i) {

@@ -484,38 +484,18 @@ void AmqpChannel::HandleExchangeDeclare(const amqp::ExchangeDeclare& m) {
     if (!m.no_wait) Reply(amqp::ExchangeDeclareOk{});
     return;
   }
-  std::optional<ExchangeType> type;
-  if (m.type == "x-delayed-message") {
-    // RabbitMQ's delayed-message plugin: routes as x-delayed-type says, after x-delay.
-    const amqp::FieldValue* delayed_type = m.arguments.Find("x-delayed-type");
-    const std::string* name = delayed_type ? delayed_type->AsString() : nullptr;
-    if (name != nullptr && *name == "x-delayed-message") {
-      return SoftError(amqp::kPreconditionFailed,
-                       "Invalid argument, 'x-delayed-message' can't be used for 'x-delayed-type'",
-                       cls, mth);
-    }
-    if (name == nullptr || !(type = ParseExchangeType(*name))) {
-      return SoftError(amqp::kPreconditionFailed,
-                       "Invalid argument, 'x-delayed-type' must be an existing exchange type", cls,
-                       mth);
-    }
-    spec.delayed = true;
-  } else {
-    type = ParseExchangeType(m.type);
-  }
-  if (!type) {
-    return HardError(amqp::kCommandInvalid, "unknown exchange type '" + CutForDisplay(m.type) + "'",
-                     cls, mth);
-  }
-  spec.type = *type;
   spec.durable = m.durable;
   spec.auto_delete = m.auto_delete;
   spec.internal = m.internal;
   if (std::string bad = ArgumentsToHeaders(m.arguments, &spec.arguments); !bad.empty()) {
     return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
   }
-  if (const amqp::FieldValue* ae = m.arguments.Find("alternate-exchange")) {
-    if (const std::string* name = ae->AsString()) spec.alternate_exchange = *name;
+  // The type, x-delayed-type and alternate-exchange, as the HTTP API reads them too.
+  if (Status typed = broker::ApplyDeclaredType(m.type, &spec); !typed.ok()) {
+    if (typed.code() == StatusCode::kInvalidArgument) {
+      return HardError(amqp::kCommandInvalid, std::string(typed.message()), cls, mth);
+    }
+    return SoftError(amqp::kPreconditionFailed, std::string(typed.message()), cls, mth);
   }
   Status s = broker.DeclareExchange(session_id_, spec);
   if (!s.ok()) return Fail(s, cls, mth);

@@ -49,11 +49,12 @@ class HttpAuth {
   HttpAuth(const UserDirectory* users, LoginChecker* checker, LoginThrottle* throttle)
       : users_(users), checker_(checker), throttle_(throttle) {}
 
+  // Who asks, with the monitoring or administrator tag (/metrics, /healthz).
   Answer Check(const Request& request) const;
+  // Who asks: 200 with the user, or why not; no tag checked (the HTTP API checks its own).
+  Answer Authenticate(const Request& request) const;
 
  private:
-  // Who asks: 200 with the user, or why not; no tag checked.
-  Answer Authenticate(const Request& request) const;
   Answer CheckPassword(const std::string& user, std::string password,
                        const std::string& peer_address) const;
 

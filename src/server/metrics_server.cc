@@ -7,9 +7,11 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "common/log_safe.h"
 
@@ -53,6 +55,44 @@ httplib::Server::HandlerResponse Authenticate(const HttpAuth& auth, TlsOptions::
                  LogSafe(answer.reason));
   }
   return httplib::Server::HandlerResponse::Handled;
+}
+
+bool IsApiPath(const std::string& path) { return path == "/api" || path.rfind("/api/", 0) == 0; }
+
+// /api/...: the request as HttpApi takes it, its answer as HTTP's. The path's segments are
+// cut from the raw target and decoded one by one, so a vhost "/" (%2F) stays one segment.
+void ServeApi(const HttpApi& api, TlsOptions::CertLogin mode, const std::string& scheme,
+              const httplib::Request& request, httplib::Response& response) {
+  HttpApi::Request asked;
+  asked.method = request.method;
+  std::string_view path = request.target;
+  path = path.substr(0, path.find('?'));
+  path.remove_prefix(std::min<size_t>(path.size(), 5));  // "/api/"
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    asked.path.push_back(httplib::detail::decode_url(std::string(path.substr(0, slash)), false));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  // "/api/queues/" is "/api/queues", as with RabbitMQ.
+  if (!asked.path.empty() && asked.path.back().empty()) asked.path.pop_back();
+  asked.params = request.params;
+  asked.body = request.body;
+  asked.credentials = HttpAuth::Request{request.get_header_value("Authorization"),
+                                        CertificateUser(request, mode), request.remote_addr};
+  HttpApi::Response answer = api.Handle(asked);
+  response.status = answer.status;
+  response.set_header("Cache-Control", "no-cache");
+  if (answer.ask_credentials) response.set_header("WWW-Authenticate", "Basic realm=\"wharf\"");
+  if (!answer.allow.empty()) response.set_header("Allow", answer.allow);
+  if (!answer.body.empty()) response.set_content(answer.body, "application/json");
+  if (answer.failed_login) {
+    spdlog::warn("{} peer={} user={} {} {} refused ({})", scheme, request.remote_addr,
+                 LogSafe(answer.user), request.method, LogSafe(request.path), answer.status);
+  } else if (answer.status >= 400) {
+    spdlog::debug("{} peer={} user={} {} {}: {}", scheme, request.remote_addr, LogSafe(answer.user),
+                  request.method, LogSafe(request.path), answer.status);
+  }
 }
 
 }  // namespace
@@ -99,10 +139,14 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Config config) {
   http->set_write_timeout(kIoTimeout);
   http->set_keep_alive_timeout(kIdleTimeout.count());
   http->set_keep_alive_max_count(100);
+  // A request body (the API's publish) of at most kMaxBody; a longer one is refused 413.
+  http->set_payload_max_length(kMaxBody);
   if (config.auth) {
     http->set_pre_routing_handler(
         [auth = config.auth, mode = config.cert_login, scheme](const httplib::Request& request,
                                                                httplib::Response& response) {
+          // The API asks for credentials itself, always.
+          if (IsApiPath(request.path)) return httplib::Server::HandlerResponse::Unhandled;
           return Authenticate(*auth, mode, scheme, request, response);
         });
   }
@@ -122,6 +166,18 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Config config) {
               res.status = problem.empty() ? 200 : 503;
               res.set_content(problem.empty() ? "ok\n" : problem + "\n", "text/plain");
             });
+  if (config.api) {
+    auto serve = [api = config.api, mode = config.cert_login, scheme](
+                     const httplib::Request& request, httplib::Response& response) {
+      ServeApi(*api, mode, scheme, request, response);
+    };
+    const std::string pattern = "/api(/.*)?";
+    http->Get(pattern, serve);
+    http->Post(pattern, serve);
+    http->Put(pattern, serve);
+    http->Delete(pattern, serve);
+    http->Patch(pattern, serve);
+  }
   const std::string& host = config.host;
   const uint16_t port = config.port;
   int bound =

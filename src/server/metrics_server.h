@@ -5,11 +5,12 @@
 //   GET /metrics  Prometheus text format (server/metrics.h)
 //   GET /healthz  200 "ok" when the broker thread answers and the store writes; 503 and the
 //                 reason otherwise
+//   /api/...      the HTTP API (server/http_api.h), which always asks for a broker user
 // HTTP is cpp-httplib (Debian's libcpp-httplib-dev): a well-kept library rather than a parser
 // of our own on a port that faces monitoring systems (docs/operations.md). Over HTTPS the TLS is
 // cpp-httplib's SSLServer on OpenSSL, whose one context follows the broker's current [tls]
 // context handshake by handshake (net::FollowServerTls), so SIGHUP reaches it too. With `auth`,
-// every request must come from a broker user (server/http_auth.h); a refusal is 401 with
+// /metrics and /healthz must come from a broker user (server/http_auth.h); a refusal is 401 with
 // WWW-Authenticate (Basic realm "wharf"), or 403, 429, 503, logged at warning for a refused
 // password or guest from afar and at debug otherwise.
 //
@@ -33,6 +34,7 @@
 #include <thread>
 
 #include "net/tls.h"
+#include "server/http_api.h"
 #include "server/http_auth.h"
 #include "server/options.h"
 #include "wharf/result.h"
@@ -53,6 +55,8 @@ class MetricsServer {
   static constexpr std::chrono::seconds kDeferAccept{5};
   static constexpr std::chrono::seconds kIdleTimeout{1};  // cpp-httplib counts whole seconds
   static constexpr std::chrono::seconds kIoTimeout{2};
+  // The longest request body taken (a message published through the API, as JSON).
+  static constexpr size_t kMaxBody = 16u << 20;
 
   struct Config {
     std::string host;
@@ -64,8 +68,10 @@ class MetricsServer {
     const net::ServerTlsSource* tls = nullptr;
     // Which user a verified client certificate names (HTTPS only).
     TlsOptions::CertLogin cert_login = TlsOptions::CertLogin::kOff;
-    // Credentials asked of every request when set (outlives the server).
+    // Credentials asked of /metrics and /healthz when set (outlives the server).
     const HttpAuth* auth = nullptr;
+    // Answers /api/ (outlives the server); no API when null.
+    const HttpApi* api = nullptr;
   };
 
   // Binds host:port and starts the threads. kIoError when it cannot bind.

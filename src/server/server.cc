@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <tuple>
 
 #include "server/amqp_codec.h"
 #include "server/connection.h"
@@ -16,6 +17,7 @@
 #include "server/native_codec.h"
 #include "server/process_stats.h"
 #include "store/disk_guard.h"
+#include "wharf/version.h"
 
 namespace wharf::server {
 
@@ -212,9 +214,23 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (server->amqps_.acceptor) {
     spdlog::info("AMQP 0-9-1 over TLS listening on {}:{}", tls.amqp_host, server->amqps_.port);
   }
-  if (options.metrics_auth) {
+  if (options.metrics_enabled || tls.metrics_enabled) {
     server->http_auth_ = std::make_unique<HttpAuth>(
         server->users_.get(), server->login_checker_.get(), server->login_throttle_.get());
+    HttpApi::Config api;
+    api.auth = server->http_auth_.get();
+    api.users = server->users_.get();
+    api.broker = server->broker_.get();
+    // As every batch of broker work: then flushed (writes committed, peers answered) and the
+    // timer re-armed.
+    api.post_to_broker = [raw](std::function<void()> fn) {
+      asio::post(*raw->broker_context_, [raw, fn = std::move(fn)] {
+        fn();
+        raw->AfterBrokerWork();
+      });
+    };
+    api.node = server->NodeFactsNow();
+    server->http_api_ = std::make_unique<HttpApi>(std::move(api));
   }
   server->tls_source_ = [raw] { return raw->CurrentTls(); };
   for (bool https : {false, true}) {
@@ -227,14 +243,16 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     config.health = [raw] { return raw->HealthProblem(); };
     config.tls = https ? &server->tls_source_ : nullptr;
     config.cert_login = tls.cert_login;
-    config.auth = server->http_auth_.get();
+    config.auth = options.metrics_auth ? server->http_auth_.get() : nullptr;
+    config.api = server->http_api_.get();
     auto metrics = MetricsServer::Start(std::move(config));
     if (!metrics.ok()) {
       server->Stop();
       return metrics.status();
     }
-    spdlog::info("metrics on {}://{}:{}/metrics and /healthz{}", https ? "https" : "http",
-                 https ? tls.metrics_host : options.metrics_host, (*metrics)->port(),
+    spdlog::info("metrics on {}://{}:{}/metrics and /healthz{}; HTTP API under /api/",
+                 https ? "https" : "http", https ? tls.metrics_host : options.metrics_host,
+                 (*metrics)->port(),
                  options.metrics_auth ? ", for broker users only ([server] metrics_auth)" : "");
     (https ? server->metrics_tls_ : server->metrics_) = std::move(*metrics);
   }
@@ -318,6 +336,25 @@ std::optional<T> Server::AskBroker(std::function<T()> fn, std::chrono::milliseco
   } catch (const std::future_error&) {  // the broker context went away with it
     return std::nullopt;
   }
+}
+
+api::NodeFacts Server::NodeFactsNow() const {
+  api::NodeFacts facts;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
+  facts.node = std::string("wharf@") + host;
+  facts.product_version = WHARF_VERSION;
+  const TlsOptions& tls = options_.tls;
+  // Named as RabbitMQ's /api/overview names its listeners ("amqp", "amqp/ssl").
+  const std::tuple<const Listener*, const char*, std::string> listeners[] = {
+      {&native_, "wharf", options_.listen_host},
+      {&amqp_, "amqp", options_.amqp.listen_host},
+      {&native_tls_, "wharf/ssl", tls.native_host},
+      {&amqps_, "amqp/ssl", tls.amqp_host}};
+  for (const auto& [listener, protocol, listen_host] : listeners) {
+    if (listener->acceptor) facts.listeners.push_back({protocol, listen_host, listener->port});
+  }
+  return facts;
 }
 
 std::optional<std::string> Server::CollectMetrics() {

@@ -104,6 +104,8 @@ class Server {
   // For the metrics thread: /metrics' text (nullopt: the broker did not answer in time), and
   // /healthz' problem ("" when healthy).
   std::optional<std::string> CollectMetrics();
+  // This node's name, version and protocol listeners, for the HTTP API (once they listen).
+  api::NodeFacts NodeFactsNow() const;
   std::string HealthProblem();
   // The TLS context and settings new connections get now (any thread).
   net::ServerTls CurrentTls();
@@ -156,8 +158,10 @@ class Server {
   // What all connections hold in partial frames (server/frame_budget.h).
   std::unique_ptr<FrameBudget> frame_budget_;
 
-  // Credentials on the HTTP listeners ([server] metrics_auth); null when not asked.
+  // Credentials on the HTTP listeners: always for /api/, for /metrics and /healthz with
+  // [server] metrics_auth. Null when no HTTP listener is on.
   std::unique_ptr<HttpAuth> http_auth_;
+  std::unique_ptr<HttpApi> http_api_;  // /api/ on the HTTP listeners; null when none is on
   // Stopped first in Stop(): their handlers post to the broker thread. The clear-text and the
   // HTTPS listener; each null when off.
   std::unique_ptr<MetricsServer> metrics_;

@@ -234,6 +234,26 @@ TEST_F(BrokerVhostTest, MaxConnectionsAndMaxQueues) {
   EXPECT_EQ(Declare(kShop, "d").code(), StatusCode::kPreconditionFailed);
 }
 
+TEST_F(BrokerVhostTest, AnInternalSessionIsNoConnection) {
+  // The HTTP API's sessions (server/api_session.h): not listed, not counted against
+  // max-connections, and refused into a vhost that does not exist.
+  ASSERT_TRUE(broker_.SetVhostLimits("shop", VhostLimits{1, -1}).ok());
+  auto peer = std::make_shared<RecordingPeer>();
+  SessionOptions options;
+  options.vhost = "shop";
+  options.internal = true;
+  ASSERT_TRUE(broker_.OpenSession(7, "alice", peer, "http:127.0.0.1:9", options).ok());
+  EXPECT_EQ(broker_.ListConnections().size(), 2u);  // the fixture's two
+  ASSERT_TRUE(Declare(7, "api").ok());
+  EXPECT_EQ(Ready(kShop, "api"), 0u) << "in the shop";
+  broker_.CloseSession(7);
+  EXPECT_EQ(broker_.ListConnections().size(), 2u);
+  options.vhost = "nowhere";
+  Status missing = broker_.OpenSession(8, "alice", peer, "http:127.0.0.1:9", options);
+  EXPECT_EQ(missing.code(), StatusCode::kVhostNotFound);
+  EXPECT_EQ(missing.message(), "vhost 'nowhere' not found");
+}
+
 TEST_F(BrokerVhostTest, DeletingAVhostDeletesWhatIsInIt) {
   ASSERT_TRUE(Declare(kShop, "orders").ok());
   ASSERT_TRUE(Declare(kRoot, "orders").ok());

@@ -1,0 +1,476 @@
+#include "server/http_api.h"
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <utility>
+
+#include "broker/access.h"
+#include "broker/broker.h"
+#include "server/api_listing.h"
+#include "server/api_writes.h"
+
+namespace wharf::server {
+namespace {
+
+using json::Json;
+
+using api::Error;
+using api::Reply;
+
+// RabbitMQ's answers for a missing object and for what a user may not see (3.10.8's).
+Reply NotFound() { return Error(404, "Object Not Found", "Not Found"); }
+Reply NotAuthorised(const std::string& reason) { return Error(401, "not_authorised", reason); }
+Reply BrokerBusy() {
+  return Error(503, "service_unavailable", "the broker thread did not answer in time");
+}
+
+template <typename T, typename Fn>
+Json JsonArray(const std::vector<T>& items, Fn&& fn) {
+  Json out = Json::array();
+  for (const T& item : items) out.push_back(fn(item));
+  return out;
+}
+
+}  // namespace
+
+template <typename T>
+std::optional<T> HttpApi::Ask(std::function<T(const broker::Broker&)> fn) const {
+  auto promise = std::make_shared<std::promise<T>>();
+  auto future = promise->get_future();
+  const broker::Broker* broker = config_.broker;
+  config_.post_to_broker(
+      [promise, broker, fn = std::move(fn)] { promise->set_value(fn(*broker)); });
+  if (future.wait_for(kBrokerTimeout) != std::future_status::ready) return std::nullopt;
+  try {
+    return future.get();
+  } catch (const std::future_error&) {  // the broker context went away with it
+    return std::nullopt;
+  }
+}
+
+// One request, from a user who logged in with a management tag.
+class HttpApi::Call {
+ public:
+  Call(const HttpApi& api, const Request& request, std::shared_ptr<const broker::Access> access)
+      : api_(api), request_(request), path_(request.path), access_(std::move(access)) {}
+
+  Reply Run() {
+    const std::string& what = path_.empty() ? std::string() : path_[0];
+    if (auto write = Write(what)) return *write;
+    if (request_.method != "GET" && request_.method != "HEAD") {
+      Reply refused = Error(405, "method_not_allowed", request_.method + " is not allowed here");
+      refused.allow = (what == "queues" || what == "exchanges") && path_.size() == 3
+                          ? "GET, HEAD, PUT, DELETE"
+                          : "GET, HEAD";
+      return refused;
+    }
+    if (what == "overview" && path_.size() == 1) return Overview();
+    if (what == "whoami" && path_.size() == 1) return WhoAmI();
+    if (what == "vhosts") return Vhosts();
+    if (what == "queues") return Queues();
+    if (what == "exchanges") return Exchanges();
+    if (what == "bindings" && path_.size() <= 2) return Bindings();
+    if (what == "connections" && path_.size() == 1) return Connections("");
+    if (what == "consumers" && path_.size() <= 2) return Consumers();
+    if (what == "users") return Users();
+    if (what == "permissions" && path_.size() == 1) return Permissions("", "");
+    return NotFound();
+  }
+
+ private:
+  // The requests of server/api_writes.h, or nullopt for another path or method.
+  std::optional<Reply> Write(const std::string& what) const {
+    const std::string& method = request_.method;
+    const size_t n = path_.size();
+    ApiWrites writes(ApiWrites::Context{api_.config_.broker, api_.config_.post_to_broker,
+                                        &api_.next_session_, access_->user(),
+                                        request_.credentials.peer_address});
+    const bool reading = method == "GET" || method == "HEAD";
+    if (what == "queues" && n >= 3 && n <= 5) {
+      const std::string& vhost = path_[1];
+      const std::string& name = path_[2];
+      const std::string tail = n >= 4 ? path_[3] : "";
+      std::function<Reply()> run;
+      if (n == 5) {
+        if (tail == "delayed" && method == "DELETE") {
+          run = [&] { return writes.CancelDelayed(vhost, name, path_[4]); };
+        }
+      } else if (tail == "redrive") {
+        if (method == "POST") run = [&] { return writes.StartRedrive(vhost, name, request_.body); };
+        if (reading) run = [&] { return writes.RedriveProgress(vhost, name); };
+        if (method == "DELETE") run = [&] { return writes.CancelRedrive(vhost, name); };
+      } else if (tail == "delayed" && reading) {
+        run = [&] { return writes.ListDelayed(vhost, name, request_.params); };
+      }
+      if (n == 3 && method == "PUT") {
+        run = [&] { return writes.PutQueue(vhost, name, request_.body); };
+      } else if (n == 3 && method == "DELETE") {
+        run = [&] { return writes.DeleteQueue(vhost, name, request_.params); };
+      } else if (tail == "contents" && method == "DELETE") {
+        run = [&] { return writes.Purge(vhost, name); };
+      } else if (tail == "get" && method == "POST") {
+        run = [&] { return writes.Get(vhost, name, request_.body); };
+      } else if (tail == "messages" && reading) {
+        run = [&] { return writes.Peek(vhost, name, request_.params); };
+      }
+      if (!run) return std::nullopt;
+      if (auto refused = CheckVhost(vhost)) return *refused;
+      return run();
+    }
+    if (what == "exchanges" && n == 4 && path_[3] == "publish" && method == "POST") {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      return writes.Publish(path_[1], path_[2], request_.body);
+    }
+    if (what == "exchanges" && n == 3 && (method == "PUT" || method == "DELETE")) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      if (method == "PUT") return writes.PutExchange(path_[1], path_[2], request_.body);
+      return writes.DeleteExchange(path_[1], path_[2], request_.params);
+    }
+    // /api/bindings/{vhost}/e/{source}/q|e/{destination}[/{props}]
+    if (what == "bindings" && (n == 6 || n == 7) && path_[2] == "e" &&
+        (path_[4] == "q" || path_[4] == "e")) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      // RabbitMQ names the default exchange amq.default in paths.
+      const std::string source = path_[3] == "amq.default" ? "" : path_[3];
+      if (n == 6 && method == "POST") {
+        return writes.Bind(path_[1], source, path_[4], path_[5], request_.body);
+      }
+      if (n == 7 && method == "DELETE") {
+        return writes.Unbind(path_[1], source, path_[4], path_[5], path_[6]);
+      }
+      if (n == 6 && reading) return BindingsBetween(source, path_[4], path_[5]);
+    }
+    return std::nullopt;
+  }
+
+  bool Monitoring() const { return access_->HasTag(broker::kMonitoringTags); }
+  bool Administrator() const { return access_->HasTag(broker::kTagAdministrator); }
+  // RabbitMQ's rules (measured against 3.10.8): the objects of a vhost (queues, exchanges,
+  // bindings, consumers) are seen by an administrator, and by others in the vhosts they have
+  // permissions in, monitoring included; the vhosts themselves are listed for monitoring too.
+  bool SeesVhost(const std::string& vhost) const {
+    return Administrator() || access_->CanUseVhost(vhost);
+  }
+  bool ListsVhost(const std::string& vhost) const {
+    return Monitoring() || access_->CanUseVhost(vhost);
+  }
+  // Connections, and the consumers on them: monitoring and administrator see everyone's, the
+  // others their own.
+  bool SeesUser(const std::string& user) const { return Monitoring() || user == access_->user(); }
+
+  // A list, as the query asks (filter, sort, page, columns).
+  Reply List(Json items) const {
+    ListQuery query;
+    std::optional<ListError> refused = ParseListQuery(request_.params, &query);
+    if (!refused) refused = ApplyListQuery(query, &items);
+    if (refused) return Error(400, refused->error, refused->reason);
+    return Reply{200, std::move(items)};
+  }
+
+  // The items of `items` whose "vhost" the user sees.
+  Json Visible(Json items) const {
+    Json out = Json::array();
+    for (Json& item : items) {
+      if (SeesVhost(item["vhost"].get<std::string>())) out.push_back(std::move(item));
+    }
+    return out;
+  }
+
+  // For a path naming a vhost: nullopt when it is fine, else the reply (404 when it does not
+  // exist, 401 when the user may not see it).
+  std::optional<Reply> CheckVhost(const std::string& vhost) const {
+    auto exists =
+        api_.Ask<bool>([vhost](const broker::Broker& broker) { return broker.HasVhost(vhost); });
+    if (!exists) return BrokerBusy();
+    if (!*exists) return NotFound();
+    if (!SeesVhost(vhost)) return NotAuthorised("User not authorised to access virtual host");
+    return std::nullopt;
+  }
+
+  Reply Overview() const {
+    struct Facts {
+      std::vector<QueueInfo> queues;
+      std::vector<ExchangeInfo> exchanges;
+      std::vector<ConnectionInfo> connections;
+      std::vector<ConsumerInfo> consumers;
+    };
+    auto facts = api_.Ask<Facts>([](const broker::Broker& broker) {
+      return Facts{broker.ListQueues(""), broker.ListExchanges(), broker.ListConnections(),
+                   broker.ListConsumers("")};
+    });
+    if (!facts) return BrokerBusy();
+    std::erase_if(facts->queues, [this](const QueueInfo& q) { return !SeesVhost(q.vhost); });
+    std::erase_if(facts->exchanges, [this](const ExchangeInfo& e) { return !SeesVhost(e.vhost); });
+    std::erase_if(facts->connections,
+                  [this](const ConnectionInfo& c) { return !SeesUser(c.user); });
+    std::erase_if(facts->consumers, [this](const ConsumerInfo& c) {
+      return !SeesUser(c.user) || !SeesVhost(c.vhost);
+    });
+    uint64_t channels = 0;
+    for (const ConnectionInfo& c : facts->connections) channels += c.channels;
+    return Reply{200,
+                 api::OverviewJson(api_.config_.node, facts->queues, facts->exchanges,
+                                   facts->connections.size(), channels, facts->consumers.size())};
+  }
+
+  Reply WhoAmI() const {
+    auto user = api_.config_.users->Find(access_->user());
+    Json tags = Json::array();
+    if (user) tags = user->tags;
+    return Reply{200, Json{{"name", access_->user()}, {"tags", std::move(tags)}}};
+  }
+
+  // /api/vhosts[/{vhost}[/connections|/permissions]]
+  Reply Vhosts() const {
+    if (path_.size() > 3) return NotFound();
+    if (path_.size() == 3) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      if (path_[2] == "connections") return Connections(path_[1]);
+      if (path_[2] == "permissions") return Permissions("", path_[1]);
+      return NotFound();
+    }
+    struct Facts {
+      std::vector<VhostInfo> vhosts;
+      std::vector<QueueInfo> queues;
+    };
+    auto facts = api_.Ask<Facts>([](const broker::Broker& broker) {
+      return Facts{broker.ListVhosts(), broker.ListQueues("")};
+    });
+    if (!facts) return BrokerBusy();
+    Json items = Json::array();
+    for (const VhostInfo& v : facts->vhosts) {
+      if (!ListsVhost(v.name)) continue;
+      std::vector<QueueInfo> queues;
+      for (const QueueInfo& q : facts->queues) {
+        if (q.vhost == v.name) queues.push_back(q);
+      }
+      items.push_back(api::VhostJson(v, queues));
+    }
+    if (path_.size() == 1) return List(std::move(items));
+    for (Json& item : items) {
+      if (item["name"] == path_[1]) return Reply{200, std::move(item)};
+    }
+    // Missing, or not the user's: RabbitMQ answers both alike here.
+    return NotFound();
+  }
+
+  // /api/queues[/{vhost}[/{name}[/bindings]]]
+  Reply Queues() const {
+    if (path_.size() > 4 || (path_.size() == 4 && path_[3] != "bindings")) return NotFound();
+    const std::string vhost = path_.size() >= 2 ? path_[1] : "";
+    if (path_.size() >= 2) {
+      if (auto refused = CheckVhost(vhost)) return *refused;
+    }
+    const std::string node = api_.config_.node.node;
+    if (path_.size() <= 2) {
+      auto queues = api_.Ask<std::vector<QueueInfo>>(
+          [vhost](const broker::Broker& broker) { return broker.ListQueues("", vhost); });
+      if (!queues) return BrokerBusy();
+      Json items = JsonArray(*queues, [&](const QueueInfo& q) { return api::QueueJson(q, node); });
+      return List(Visible(std::move(items)));
+    }
+    const std::string name = path_[2];
+    struct Facts {
+      std::vector<QueueInfo> queues;
+      std::vector<BindingSpec> bindings;
+    };
+    const bool bindings = path_.size() == 4;
+    auto facts = api_.Ask<Facts>([vhost, name, bindings](const broker::Broker& broker) {
+      Facts facts{broker.ListQueues(name, vhost), {}};
+      if (bindings) facts.bindings = broker.ListBindings("", name, vhost);
+      return facts;
+    });
+    if (!facts) return BrokerBusy();
+    for (const QueueInfo& q : facts->queues) {
+      if (q.name != name) continue;
+      if (!bindings) return Reply{200, api::QueueJson(q, node)};
+      Json items = Json::array();
+      items.push_back(api::DefaultBindingJson(vhost, name));
+      for (const BindingSpec& b : facts->bindings) {
+        if (b.destination_exchange.empty()) items.push_back(api::BindingJson(b));
+      }
+      return List(std::move(items));
+    }
+    return NotFound();
+  }
+
+  // /api/exchanges[/{vhost}[/{name}[/bindings/source|destination]]]
+  Reply Exchanges() const {
+    if (path_.size() > 5 || path_.size() == 4 ||
+        (path_.size() == 5 &&
+         (path_[3] != "bindings" || (path_[4] != "source" && path_[4] != "destination")))) {
+      return NotFound();
+    }
+    const std::string vhost = path_.size() >= 2 ? path_[1] : "";
+    if (path_.size() >= 2) {
+      if (auto refused = CheckVhost(vhost)) return *refused;
+    }
+    if (path_.size() <= 2) {
+      auto exchanges = api_.Ask<std::vector<ExchangeInfo>>(
+          [vhost](const broker::Broker& broker) { return broker.ListExchanges(vhost); });
+      if (!exchanges) return BrokerBusy();
+      return List(Visible(JsonArray(*exchanges, api::ExchangeJson)));
+    }
+    // RabbitMQ names the default exchange "amq.default" in paths.
+    const std::string name = path_[2] == "amq.default" ? "" : path_[2];
+    struct Facts {
+      std::vector<ExchangeInfo> exchanges;
+      std::vector<BindingSpec> bindings;
+    };
+    auto facts = api_.Ask<Facts>([vhost](const broker::Broker& broker) {
+      return Facts{broker.ListExchanges(vhost), broker.ListBindings("", "", vhost)};
+    });
+    if (!facts) return BrokerBusy();
+    for (const ExchangeInfo& e : facts->exchanges) {
+      if (e.name != name) continue;
+      if (path_.size() == 3) return Reply{200, api::ExchangeJson(e)};
+      const bool source = path_[4] == "source";
+      Json items = Json::array();
+      for (const BindingSpec& b : facts->bindings) {
+        if (source ? b.exchange == name : b.destination_exchange == name) {
+          items.push_back(api::BindingJson(b));
+        }
+      }
+      return List(std::move(items));
+    }
+    return NotFound();
+  }
+
+  // /api/bindings[/{vhost}]: every binding, the default exchange's implicit ones first in
+  // each vhost as RabbitMQ lists them.
+  Reply Bindings() const {
+    const std::string vhost = path_.size() == 2 ? path_[1] : "";
+    if (path_.size() == 2) {
+      if (auto refused = CheckVhost(vhost)) return *refused;
+    }
+    struct Facts {
+      std::vector<QueueInfo> queues;
+      std::vector<BindingSpec> bindings;
+    };
+    auto facts = api_.Ask<Facts>([vhost](const broker::Broker& broker) {
+      return Facts{broker.ListQueues("", vhost), broker.ListBindings("", "", vhost)};
+    });
+    if (!facts) return BrokerBusy();
+    Json items = Json::array();
+    for (const QueueInfo& q : facts->queues)
+      items.push_back(api::DefaultBindingJson(q.vhost, q.name));
+    for (const BindingSpec& b : facts->bindings) items.push_back(api::BindingJson(b));
+    return List(Visible(std::move(items)));
+  }
+
+  // GET /api/bindings/{vhost}/e/{source}/q|e/{destination}: the bindings between the two.
+  Reply BindingsBetween(const std::string& source, const std::string& kind,
+                        const std::string& destination) const {
+    const std::string vhost = path_[1];
+    auto bindings =
+        api_.Ask<std::vector<BindingSpec>>([vhost, source](const broker::Broker& broker) {
+          return broker.ListBindings(source, "", vhost);
+        });
+    if (!bindings) return BrokerBusy();
+    Json items = Json::array();
+    for (const BindingSpec& b : *bindings) {
+      const std::string& to = kind == "q" ? b.queue : b.destination_exchange;
+      if (b.exchange == source && to == destination &&
+          (kind == "q") == b.destination_exchange.empty()) {
+        items.push_back(api::BindingJson(b));
+      }
+    }
+    return List(std::move(items));
+  }
+
+  // Connections (of `vhost`, "" = all): every one for monitoring and administrator, the
+  // user's own for the others.
+  Reply Connections(const std::string& vhost) const {
+    auto connections = api_.Ask<std::vector<ConnectionInfo>>(
+        [vhost](const broker::Broker& broker) { return broker.ListConnections(vhost); });
+    if (!connections) return BrokerBusy();
+    Json items = Json::array();
+    for (const ConnectionInfo& c : *connections) {
+      if (!SeesUser(c.user)) continue;
+      items.push_back(api::ConnectionJson(c, api_.config_.node.node));
+    }
+    return List(std::move(items));
+  }
+
+  // /api/consumers[/{vhost}]
+  Reply Consumers() const {
+    const std::string vhost = path_.size() == 2 ? path_[1] : "";
+    if (path_.size() == 2) {
+      if (auto refused = CheckVhost(vhost)) return *refused;
+    }
+    auto consumers = api_.Ask<std::vector<ConsumerInfo>>(
+        [vhost](const broker::Broker& broker) { return broker.ListConsumers("", vhost); });
+    if (!consumers) return BrokerBusy();
+    Json items = Json::array();
+    for (const ConsumerInfo& c : *consumers) {
+      if (!SeesVhost(c.vhost) || !SeesUser(c.user)) continue;
+      items.push_back(api::ConsumerJson(c));
+    }
+    return List(std::move(items));
+  }
+
+  // /api/users[/{name}[/permissions]] (administrator)
+  Reply Users() const {
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    if (path_.size() > 3 || (path_.size() == 3 && path_[2] != "permissions")) return NotFound();
+    std::vector<UserInfo> users = api_.config_.users->List();
+    if (path_.size() == 1) return List(JsonArray(users, api::UserJson));
+    for (const UserInfo& u : users) {
+      if (u.name != path_[1]) continue;
+      if (path_.size() == 2) return Reply{200, api::UserJson(u)};
+      return Permissions(u.name, "");
+    }
+    return NotFound();
+  }
+
+  // Permissions of `user` and/or in `vhost` ("" = any) (administrator).
+  Reply Permissions(const std::string& user, const std::string& vhost) const {
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    Json items = Json::array();
+    for (const UserInfo& u : api_.config_.users->List()) {
+      if (!user.empty() && u.name != user) continue;
+      for (const UserPermission& p : u.permissions) {
+        if (vhost.empty() || p.vhost == vhost) items.push_back(api::PermissionJson(u.name, p));
+      }
+    }
+    return List(std::move(items));
+  }
+
+  const HttpApi& api_;
+  const Request& request_;
+  const std::vector<std::string>& path_;
+  const std::shared_ptr<const broker::Access> access_;
+};
+
+HttpApi::Response HttpApi::Handle(const Request& request) const {
+  Response response;
+  HttpAuth::Answer login = config_.auth->Authenticate(request.credentials);
+  response.user = login.user;
+  response.failed_login = login.failed_login;
+  Reply reply;
+  if (login.status != 200) {
+    // RabbitMQ answers a failed login 401 "Login failed"; Wharf says why, as for /metrics.
+    // RabbitMQ spells a failed login's "not_authorized", the refusals after it "not_authorised".
+    const char* error = login.status == 401   ? "not_authorized"
+                        : login.status == 429 ? "too_many_requests"
+                        : login.status == 503 ? "service_unavailable"
+                                              : "forbidden";
+    reply = Error(login.status, error, login.reason);
+    response.ask_credentials = login.status == 401;
+  } else {
+    auto access = config_.users->AccessOf(login.user);
+    if (!access->HasTag(broker::kAnyManagementTag)) {
+      reply = NotAuthorised("Not management user");
+    } else {
+      reply = Call(*this, request, std::move(access)).Run();
+    }
+  }
+  response.status = reply.status;
+  // 201 and 204 carry no body, as RabbitMQ's.
+  if (!reply.body.is_null()) response.body = json::Dump(reply.body, false);
+  response.allow = std::move(reply.allow);
+  return response;
+}
+
+}  // namespace wharf::server
