@@ -65,7 +65,16 @@ Result<HeaderValue> HeaderValueFromJson(const std::string& key, const Json& valu
   }
   if (value.is_number_float()) return HeaderValue(value.get<double>());
   if (value.is_string()) return HeaderValue(value.get<std::string>());
-  if (value.is_object() && value.value("type", "") == "double" && value.contains("text") &&
+  // A typed value: {"type": ..., ...}. Read with find, never value(): this comes from clients
+  // (the HTTP API), and a "type" that is not a string must be an error, not an exception.
+  std::string type;
+  if (value.is_object()) {
+    if (auto t = value.find("type"); t != value.end()) {
+      if (!t->is_string()) return BadJson("header '" + key + "': \"type\" must be a string");
+      type = t->get<std::string>();
+    }
+  }
+  if (type == "double" && value.contains("text") &&
       value["text"].is_string()) {  // nan and inf, which JSON numbers cannot hold
     const std::string text = value["text"].get<std::string>();
     char* end = nullptr;
@@ -77,8 +86,7 @@ Result<HeaderValue> HeaderValueFromJson(const std::string& key, const Json& valu
   if (value.is_object() && value.contains("base64") && value["base64"].is_string()) {
     auto bytes = Base64Decode(value["base64"].get<std::string>());
     if (!bytes) return BadJson("header '" + key + "': its base64 does not decode");
-    const std::string type = value.value("type", "bytes");
-    if (type == "bytes") return HeaderValue(Bytes{*bytes});
+    if (type.empty() || type == "bytes") return HeaderValue(Bytes{*bytes});
     if (type == "string") return HeaderValue(*bytes);
     return BadJson("header '" + key + "': type '" + type + "' is not bytes or string");
   }
@@ -124,6 +132,28 @@ Result<std::string> PayloadFromJson(const Json& message) {
     return *bytes;
   }
   return BadJson("\"payload_encoding\" must be \"string\" or \"base64\", not " + encoding.dump());
+}
+
+bool NestedDeeperThan(std::string_view text, int depth) {
+  int open = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++open > depth) return true;
+    } else if (c == ']' || c == '}') {
+      --open;
+    }
+  }
+  return false;
 }
 
 }  // namespace wharf::json

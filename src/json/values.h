@@ -32,6 +32,12 @@ std::string Dump(const Json& doc, bool pretty = true);
 
 bool IsUtf8(std::string_view text);
 
+// Whether the JSON text `text` nests arrays and objects more than `depth` deep. nlohmann-json
+// parses without recursion, but copies, compares and dumps a value recursively: a document
+// from outside (an HTTP request body) is checked with this first, so that a body of 100,000
+// brackets cannot overflow a thread's stack.
+bool NestedDeeperThan(std::string_view text, int depth);
+
 // Typed header (and argument) values: booleans and numbers as JSON booleans and numbers, UTF-8
 // strings as strings, anything else as {"type": "bytes"|"string", "base64": "..."}.
 Json HeaderValueJson(const HeaderValue& value);

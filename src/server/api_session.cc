@@ -6,11 +6,16 @@ namespace wharf::server {
 
 std::future<api::Reply> ApiSession::Start(broker::Broker* broker, const Post& post,
                                           uint64_t session_id, std::string user, std::string vhost,
-                                          std::string address, Operation operation) {
+                                          std::string address, Operation operation,
+                                          SharedProgress progress) {
   std::shared_ptr<ApiSession> session(new ApiSession(broker, post, session_id));
   std::future<api::Reply> answer = session->promise_.get_future();
   post([session, user = std::move(user), vhost = std::move(vhost), address = std::move(address),
-        operation = std::move(operation)]() mutable {
+        operation = std::move(operation), progress = std::move(progress)]() mutable {
+    // Nothing for a request its worker gave up on: a get that took messages, or a publish,
+    // that no one would hear of would lose them, or be repeated by the client's retry.
+    int waiting = kWaiting;
+    if (!progress->compare_exchange_strong(waiting, kStarted)) return;
     broker::SessionOptions options;
     options.amqp = true;  // RabbitMQ's names, arguments and texts, as its API has them
     options.internal = true;

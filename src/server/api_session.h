@@ -36,12 +36,19 @@ class ApiSession final : public broker::SessionPeer,
   using Post = std::function<void(std::function<void()>)>;
   using Operation = std::function<void(ApiSession&, broker::Broker&)>;
 
+  // Whether the operation started, shared between the HTTP worker and the broker thread: a
+  // worker that gives up first (kAbandoned) is sure nothing was done; one that gives up after
+  // kStarted is not.
+  enum Progress : int { kWaiting = 0, kStarted = 1, kAbandoned = 2 };
+  using SharedProgress = std::shared_ptr<std::atomic<int>>;
+
   // On the HTTP worker: posts the session's opening and `operation` to the broker thread.
   // The future has the answer; a vhost that does not exist is answered 404 without running
-  // `operation`.
+  // `operation`; an abandoned request is dropped without running it (`progress`).
   static std::future<api::Reply> Start(broker::Broker* broker, const Post& post,
                                        uint64_t session_id, std::string user, std::string vhost,
-                                       std::string address, Operation operation);
+                                       std::string address, Operation operation,
+                                       SharedProgress progress);
 
   uint64_t id() const { return id_; }
   // The answer (the first one counts); the session closes after it.

@@ -1,5 +1,6 @@
 #include "server/api_writes.h"
 
+#include <atomic>
 #include <charconv>
 #include <optional>
 #include <utility>
@@ -15,26 +16,35 @@ namespace {
 
 using json::Json;
 
+// A request body nests at most this deep (json/values.h, NestedDeeperThan).
+constexpr int kMaxBodyDepth = 32;
+
 // ApiSession ids: bit 62, never a connection's (small counters) nor an AMQP channel's (bit 63).
 constexpr uint64_t kApiSessionBit = uint64_t{1} << 62;
 
 api::Reply NotFound() { return api::Error(404, "Object Not Found", "Not Found"); }
 api::Reply Done(int status) { return api::Reply{status, nullptr}; }
 
-// The request's JSON body: an object ({} when empty), or nullopt.
-std::optional<Json> BodyObject(const std::string& body) {
-  if (body.empty()) return Json::object();
+// The request's JSON body into `out` (an object; {} when empty), or the 400 to answer.
+std::optional<api::Reply> ParseBody(const std::string& body, Json* out) {
+  *out = Json::object();
+  if (body.empty()) return std::nullopt;
+  if (json::NestedDeeperThan(body, kMaxBodyDepth)) {
+    return api::Error(400, "bad_request",
+                      "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
+  }
   Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
-  return parsed;
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return api::Error(400, "bad_request", "not_json");  // RabbitMQ's words
+  }
+  *out = std::move(parsed);
+  return std::nullopt;
 }
 
 // A JSON integer of 0 or more (nlohmann keeps a parsed one unsigned, a literal one signed).
 bool Counting(const Json& value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0);
 }
-
-api::Reply NotJson() { return api::Error(400, "bad_request", "not_json"); }
 
 const std::string* Param(const std::multimap<std::string, std::string>& params,
                          const std::string& key) {
@@ -80,11 +90,19 @@ void AnswerWhenDurable(ApiSession& session, broker::Broker& broker, int status) 
 
 api::Reply ApiWrites::Run(const std::string& vhost, ApiSession::Operation operation) {
   const uint64_t id = kApiSessionBit | context_.next_session->fetch_add(1);
+  auto progress = std::make_shared<std::atomic<int>>(ApiSession::kWaiting);
   std::future<api::Reply> answer =
       ApiSession::Start(context_.broker, context_.post, id, context_.user, vhost,
-                        "http:" + context_.address, std::move(operation));
+                        "http:" + context_.address, std::move(operation), progress);
   if (answer.wait_for(kTimeout) != std::future_status::ready) {
-    return api::Error(503, "service_unavailable", "the broker did not answer in time");
+    int waiting = ApiSession::kWaiting;
+    if (progress->compare_exchange_strong(waiting, ApiSession::kAbandoned)) {
+      return api::Error(503, "service_unavailable",
+                        "the broker did not take the request within 10 s; nothing was done");
+    }
+    return api::Error(503, "service_unavailable",
+                      "the broker did not answer within 10 s; the request was started and may "
+                      "still take effect");
   }
   try {
     return answer.get();
@@ -95,16 +113,16 @@ api::Reply ApiWrites::Run(const std::string& vhost, ApiSession::Operation operat
 
 api::Reply ApiWrites::PutQueue(const std::string& vhost, const std::string& name,
                                const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   bool ok = true;
   QueueSpec spec;
   spec.name = name;
   spec.vhost = vhost;
-  spec.durable = Flag(*request, "durable", true, &ok);
-  spec.auto_delete = Flag(*request, "auto_delete", false, &ok);
+  spec.durable = Flag(request, "durable", true, &ok);
+  spec.auto_delete = Flag(request, "auto_delete", false, &ok);
   if (!ok) return api::Error(400, "bad_request", "durable and auto_delete must be true or false");
-  auto arguments = json::HeadersFromJson(request->value("arguments", Json()));
+  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
   if (!arguments.ok())
     return api::Error(400, "bad_request", std::string(arguments.status().message()));
   spec.arguments = std::move(*arguments);
@@ -149,20 +167,20 @@ api::Reply ApiWrites::Purge(const std::string& vhost, const std::string& name) {
 
 api::Reply ApiWrites::Get(const std::string& vhost, const std::string& name,
                           const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   // RabbitMQ's fields: ackmode and encoding are required.
   std::vector<std::string> missing;
   for (const char* key : {"ackmode", "encoding"}) {
-    if (!request->contains(key)) missing.push_back(key);
+    if (!request.contains(key)) missing.push_back(key);
   }
   if (!missing.empty()) {
     std::string reason = "missing: ";
     for (size_t i = 0; i < missing.size(); ++i) reason += (i ? ", " : "") + missing[i];
     return api::Error(400, "bad_request", reason);
   }
-  const Json& ackmode = (*request)["ackmode"];
-  const Json& encoding = (*request)["encoding"];
+  const Json& ackmode = request["ackmode"];
+  const Json& encoding = request["encoding"];
   if (encoding != "auto" && encoding != "base64") {
     return api::Error(400, "bad_request", "Unsupported encoding. Please use auto or base64.");
   }
@@ -174,8 +192,8 @@ api::Reply ApiWrites::Get(const std::string& vhost, const std::string& name,
                       "ackmode must be ack_requeue_true, reject_requeue_true, "
                       "ack_requeue_false or reject_requeue_false");
   }
-  const Json count_json = request->value("count", Json(1));
-  const Json truncate_json = request->value("truncate", Json(0));
+  const Json count_json = request.value("count", Json(1));
+  const Json truncate_json = request.value("truncate", Json(0));
   if (!Counting(count_json) || count_json.get<uint64_t>() == 0 ||
       count_json.get<uint64_t>() > kMaxMessages) {
     return api::Error(400, "bad_request",
@@ -210,13 +228,16 @@ api::Reply ApiWrites::Get(const std::string& vhost, const std::string& name,
       if (!peeked.ok()) session.Fail(peeked);
       return;
     }
-    // Taken: acked at once, or rejected (dead-lettered where the queue says).
+    // Taken: acked at once, or rejected (dead-lettered where the queue says). At most
+    // kGetBodyBytes of bodies in one answer (the one that crosses it included), as a peek's.
     Json out = Json::array();
-    for (uint64_t i = 0; i < count; ++i) {
+    uint64_t body_bytes = 0;
+    for (uint64_t i = 0; i < count && body_bytes < kGetBodyBytes; ++i) {
       auto got = broker.Get(session.id(), name, /*no_ack=*/!reject);
       if (!got.ok()) return session.Fail(got.status());
       if (!got->delivery) break;
       const broker::Delivery& d = *got->delivery;
+      body_bytes += d.envelope->message.body.size();
       out.push_back(api::GotMessageJson(d.envelope->message, d.redelivered, d.envelope->exchange,
                                         d.envelope->routing_key, got->message_count, base64,
                                         truncate));
@@ -271,28 +292,34 @@ api::Reply ApiWrites::Peek(const std::string& vhost, const std::string& name,
 
 api::Reply ApiWrites::Publish(const std::string& vhost, const std::string& exchange,
                               const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   Message message;
-  auto payload = json::PayloadFromJson(*request);
+  auto payload = json::PayloadFromJson(request);
   if (!payload.ok()) return api::Error(400, "bad_request", std::string(payload.status().message()));
   message.body = std::move(*payload);
-  Status properties = api::MessageFromPublishJson(request->value("properties", Json()), &message);
+  Status properties = api::MessageFromPublishJson(request.value("properties", Json()), &message);
   if (!properties.ok()) return api::Error(400, "bad_request", std::string(properties.message()));
-  const Json routing_key = request->value("routing_key", Json(""));
+  const Json routing_key = request.value("routing_key", Json(""));
   if (!routing_key.is_string())
     return api::Error(400, "bad_request", "routing_key must be a string");
   // RabbitMQ names the default exchange amq.default in paths.
   const std::string target = exchange == "amq.default" ? "" : exchange;
+  // An expiration of "0", as AMQP's: the message lives only if a consumer takes it at once.
+  broker::PublishTiming timing;
+  if (const Json* properties = request.contains("properties") ? &request["properties"] : nullptr;
+      properties != nullptr && properties->is_object() && properties->contains("expiration")) {
+    timing.expire_undelivered = (*properties)["expiration"] == "0";
+  }
   return Run(
-      vhost, [vhost, target, key = routing_key.get<std::string>(), message = std::move(message)](
-                 ApiSession& session, broker::Broker& broker) mutable {
+      vhost, [vhost, target, timing, key = routing_key.get<std::string>(),
+              message = std::move(message)](ApiSession& session, broker::Broker& broker) mutable {
         session.on_published = [&session](const PublishResult& result, const Status& status) {
           if (!status.ok()) return session.Fail(status);
           session.Answer(api::Reply{200, Json{{"routed", result.routed_queues > 0}}});
         };
         auto outcome = broker.Publish(session.id(), target, key, std::move(message),
-                                      /*request_id=*/1);
+                                      /*request_id=*/1, timing);
         if (outcome.status().code() == StatusCode::kExchangeNotFound) {
           // RabbitMQ's: the publish, not the path, names the missing exchange.
           return session.Answer(api::Error(
@@ -307,8 +334,8 @@ api::Reply ApiWrites::Publish(const std::string& vhost, const std::string& excha
 
 api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& name,
                                   const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   if (name.empty() || name == "amq.default") {
     return api::Error(401, "not_authorised",
                       "ACCESS_REFUSED - operation not permitted on the default exchange");
@@ -317,16 +344,16 @@ api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& n
   ExchangeSpec spec;
   spec.name = name;
   spec.vhost = vhost;
-  spec.durable = Flag(*request, "durable", true, &ok);
-  spec.auto_delete = Flag(*request, "auto_delete", false, &ok);
-  spec.internal = Flag(*request, "internal", false, &ok);
+  spec.durable = Flag(request, "durable", true, &ok);
+  spec.auto_delete = Flag(request, "auto_delete", false, &ok);
+  spec.internal = Flag(request, "internal", false, &ok);
   if (!ok) {
     return api::Error(400, "bad_request",
                       "durable, auto_delete and internal must be true or false");
   }
-  const Json type = request->value("type", Json());
+  const Json type = request.value("type", Json());
   if (!type.is_string()) return api::Error(400, "bad_request", "type must be given, as a string");
-  auto arguments = json::HeadersFromJson(request->value("arguments", Json()));
+  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
   if (!arguments.ok()) {
     return api::Error(400, "bad_request", std::string(arguments.status().message()));
   }
@@ -381,13 +408,13 @@ BindingSpec BindingOf(const std::string& vhost, const std::string& source,
 api::Reply ApiWrites::Bind(const std::string& vhost, const std::string& source,
                            const std::string& destination_kind, const std::string& destination,
                            const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   BindingSpec binding = BindingOf(vhost, source, destination_kind, destination);
-  const Json key = request->value("routing_key", Json(""));
+  const Json key = request.value("routing_key", Json(""));
   if (!key.is_string()) return api::Error(400, "bad_request", "routing_key must be a string");
   binding.routing_key = key.get<std::string>();
-  auto arguments = json::HeadersFromJson(request->value("arguments", Json()));
+  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
   if (!arguments.ok()) {
     return api::Error(400, "bad_request", std::string(arguments.status().message()));
   }
@@ -424,27 +451,27 @@ api::Reply ApiWrites::Unbind(const std::string& vhost, const std::string& source
 
 api::Reply ApiWrites::StartRedrive(const std::string& vhost, const std::string& queue,
                                    const std::string& body) {
-  auto request = BodyObject(body);
-  if (!request) return NotJson();
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
   RedriveSpec spec;
   spec.queue = queue;
   bool ok = true;
-  spec.dry_run = Flag(*request, "dry_run", false, &ok);
+  spec.dry_run = Flag(request, "dry_run", false, &ok);
   for (auto [key, text] :
        {std::pair<const char*, std::string*>{"to", &spec.to}, {"reason", &spec.reason}}) {
-    const Json value = request->value(key, Json(""));
+    const Json value = request.value(key, Json(""));
     if (!value.is_string()) ok = false;
     if (value.is_string()) *text = value.get<std::string>();
   }
-  const Json limit = request->value("limit", Json(0));
-  const Json rate = request->value("rate", Json(0));
+  const Json limit = request.value("limit", Json(0));
+  const Json rate = request.value("rate", Json(0));
   if (!ok || !Counting(limit) || !Counting(rate) || rate.get<uint64_t>() > UINT32_MAX) {
     return api::Error(400, "bad_request",
                       "to and reason are strings, limit and rate numbers, dry_run true or false");
   }
   spec.limit = limit.get<uint64_t>();
   spec.rate = static_cast<uint32_t>(rate.get<uint64_t>());
-  if (auto id = request->find("message_id"); id != request->end() && !id->is_null()) {
+  if (auto id = request.find("message_id"); id != request.end() && !id->is_null()) {
     auto parsed = id->is_string() ? json::ParseMessageId(id->get<std::string>()) : std::nullopt;
     if (!parsed) return api::Error(400, "bad_request", "message_id is a hex message id");
     spec.message_id = *parsed;
@@ -487,11 +514,12 @@ api::Reply ApiWrites::ListDelayed(const std::string& vhost, const std::string& q
   if (const std::string* after = Param(params, "after")) {
     // MS:ID, as next_after gives it.
     const size_t colon = after->find(':');
-    auto id =
-        colon == std::string::npos ? std::nullopt : json::ParseMessageId(after->substr(colon + 1));
+    const std::string bad = "after must be MS:ID, as next_after gives it";
+    if (colon == std::string::npos) return api::Error(400, "bad_request", bad);
+    auto id = json::ParseMessageId(after->substr(colon + 1));
     auto [end, ec] = std::from_chars(after->data(), after->data() + colon, after_ms);
     if (!id || ec != std::errc() || end != after->data() + colon) {
-      return api::Error(400, "bad_request", "after must be MS:ID, as next_after gives it");
+      return api::Error(400, "bad_request", bad);
     }
     after_id = *id;
   }

@@ -38,8 +38,10 @@ class ApiWrites {
  public:
   // How long a worker waits for an answer: a write waits for the disk.
   static constexpr std::chrono::seconds kTimeout{10};
-  // The most messages one get or peek returns.
+  // The most messages one get or peek returns, and the bodies a get takes (it stops after the
+  // message that crosses this).
   static constexpr uint64_t kMaxMessages = 1000;
+  static constexpr uint64_t kGetBodyBytes = 4u << 20;
 
   struct Context {
     broker::Broker* broker = nullptr;  // touched on the broker thread only

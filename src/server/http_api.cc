@@ -96,22 +96,22 @@ class HttpApi::Call {
         if (tail == "delayed" && method == "DELETE") {
           run = [&] { return writes.CancelDelayed(vhost, name, path_[4]); };
         }
-      } else if (tail == "redrive") {
+      } else if (n == 4 && tail == "redrive") {
         if (method == "POST") run = [&] { return writes.StartRedrive(vhost, name, request_.body); };
         if (reading) run = [&] { return writes.RedriveProgress(vhost, name); };
         if (method == "DELETE") run = [&] { return writes.CancelRedrive(vhost, name); };
-      } else if (tail == "delayed" && reading) {
+      } else if (n == 4 && tail == "delayed" && reading) {
         run = [&] { return writes.ListDelayed(vhost, name, request_.params); };
       }
       if (n == 3 && method == "PUT") {
         run = [&] { return writes.PutQueue(vhost, name, request_.body); };
       } else if (n == 3 && method == "DELETE") {
         run = [&] { return writes.DeleteQueue(vhost, name, request_.params); };
-      } else if (tail == "contents" && method == "DELETE") {
+      } else if (n == 4 && tail == "contents" && method == "DELETE") {
         run = [&] { return writes.Purge(vhost, name); };
-      } else if (tail == "get" && method == "POST") {
+      } else if (n == 4 && tail == "get" && method == "POST") {
         run = [&] { return writes.Get(vhost, name, request_.body); };
-      } else if (tail == "messages" && reading) {
+      } else if (n == 4 && tail == "messages" && reading) {
         run = [&] { return writes.Peek(vhost, name, request_.params); };
       }
       if (!run) return std::nullopt;

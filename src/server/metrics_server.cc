@@ -67,6 +67,13 @@ void ServeApi(const HttpApi& api, TlsOptions::CertLogin mode, const std::string&
   asked.method = request.method;
   std::string_view path = request.target;
   path = path.substr(0, path.find('?'));
+  // Routed on the decoded path, split on the raw one: "/%61pi/..." is not taken for "/api/".
+  if (path != "/api" && !path.starts_with("/api/")) {
+    response.status = 404;
+    response.set_content(R"({"error":"Object Not Found","reason":"Not Found"})",
+                         "application/json");
+    return;
+  }
   path.remove_prefix(std::min<size_t>(path.size(), 5));  // "/api/"
   while (!path.empty()) {
     const size_t slash = path.find('/');

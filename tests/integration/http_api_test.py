@@ -592,6 +592,49 @@ class HttpApiTest(unittest.TestCase):
         self.send("DELETE", "/api/queues/%2F/readers-q", None)
 
 
+    def test_bad_input_gets_a_400_and_never_takes_the_broker_down(self):
+        self.assertEqual(self.send("PUT", "/api/queues/%2F/robust", {}), (201, None))
+        self.send("POST", "/api/exchanges/%2F/amq.default/publish",
+                  {"routing_key": "robust", "payload": "kept"})
+        deep = b'{"payload": "x", "properties": ' + b"[" * 200000 + b"]" * 200000 + b"}"
+        for path, method, body, words in [
+                ("/api/exchanges/%2F/amq.default/publish", "POST", deep,
+                 "the body nests deeper than 32 levels"),
+                ("/api/queues/%2F/robust2", "PUT", b'{"arguments": {"x": {"type": 1}}}',
+                 "header 'x': \"type\" must be a string"),
+                ("/api/exchanges/%2F/amq.default/publish", "POST",
+                 b'{"payload": "x", "properties": {"headers": {"h": {"type": [], "base64": ""}}}}',
+                 "\"type\" must be a string"),
+                ("/api/queues/%2F/robust/delayed?after=123", "GET", None, "after must be MS:ID"),
+                ("/api/queues/%2F/robust/get", "POST",
+                 b'{"count": -1, "ackmode": "ack_requeue_false", "encoding": "auto"}',
+                 "count must be an integer from 1 to 1000"),
+                ("/api/exchanges/%2F/amq.default/publish", "POST",
+                 b'{"payload": "x", "payload_encoding": "base64"}', "not valid base64"),
+                ("/api/exchanges/%2F/amq.default/publish", "POST",
+                 b'{"payload": "x", "properties": {"priority": "high"}}',
+                 "properties.priority must be an integer from 0 to 255")]:
+            request = urllib.request.Request(self.base + path, method=method, data=body)
+            request.add_header("Content-Type", "application/json")
+            request.add_header("Authorization",
+                               "Basic " + base64.b64encode(b"guest:guest").decode())
+            with self.assertRaises(urllib.error.HTTPError, msg=path) as caught:
+                urllib.request.urlopen(request, timeout=30)
+            raw = caught.exception.read()
+            self.assertEqual(caught.exception.code, 400, (path, raw[:200]))
+            answer = json.loads(raw)
+            self.assertEqual((caught.exception.code, answer["error"]), (400, "bad_request"),
+                             (path, answer))
+            self.assertIn(words, answer["reason"], path)
+        # A path one segment too long is no operation: the queue is not purged.
+        self.assertIn(self.send("DELETE", "/api/queues/%2F/robust/contents/x", None)[0],
+                      (404, 405))
+        self.assertIn(self.send("POST", "/api/queues/%2F/robust/get/x", {
+            "count": 1, "ackmode": "ack_requeue_false", "encoding": "auto"})[0], (404, 405))
+        self.assertEqual(self.call("/%61pi/queues")[0], 404)
+        self.assertEqual(self.get("/api/queues/%2F/robust")["messages"], 1)
+        self.assertEqual(self.send("DELETE", "/api/queues/%2F/robust", None), (204, None))
+
     def test_binary_values_are_valid_json(self):
         self.channel.queue_declare("bin", durable=False,
                                    arguments={"x-custom": b"\xff\xfe\x00"})
