@@ -41,6 +41,23 @@ std::optional<api::Reply> ParseBody(const std::string& body, Json* out) {
   return std::nullopt;
 }
 
+// The body's "arguments" (typed, json/values.h) into `out`, or the 400 to answer.
+std::optional<api::Reply> ReadArguments(const Json& request, Headers* out) {
+  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
+  if (!arguments.ok()) {
+    return api::Error(400, "bad_request", std::string(arguments.status().message()));
+  }
+  *out = std::move(*arguments);
+  return std::nullopt;
+}
+
+// The default exchange is the broker's: AMQP's refusal, as a 401.
+std::optional<api::Reply> RefuseDefaultExchange(const std::string& name) {
+  if (!name.empty() && name != "amq.default") return std::nullopt;
+  return api::Error(401, "not_authorised",
+                    "ACCESS_REFUSED - operation not permitted on the default exchange");
+}
+
 // A JSON integer of 0 or more (nlohmann keeps a parsed one unsigned, a literal one signed).
 bool Counting(const Json& value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0);
@@ -122,10 +139,7 @@ api::Reply ApiWrites::PutQueue(const std::string& vhost, const std::string& name
   spec.durable = Flag(request, "durable", true, &ok);
   spec.auto_delete = Flag(request, "auto_delete", false, &ok);
   if (!ok) return api::Error(400, "bad_request", "durable and auto_delete must be true or false");
-  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
-  if (!arguments.ok())
-    return api::Error(400, "bad_request", std::string(arguments.status().message()));
-  spec.arguments = std::move(*arguments);
+  if (auto refused = ReadArguments(request, &spec.arguments)) return *refused;
   return Run(vhost, [spec = std::move(spec)](ApiSession& session, broker::Broker& broker) mutable {
     const bool existed = QueueNamed(broker, spec.vhost, spec.name).has_value();
     const bool stored = spec.durable;
@@ -336,10 +350,7 @@ api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& n
                                   const std::string& body) {
   Json request;
   if (auto refused = ParseBody(body, &request)) return *refused;
-  if (name.empty() || name == "amq.default") {
-    return api::Error(401, "not_authorised",
-                      "ACCESS_REFUSED - operation not permitted on the default exchange");
-  }
+  if (auto refused = RefuseDefaultExchange(name)) return *refused;
   bool ok = true;
   ExchangeSpec spec;
   spec.name = name;
@@ -353,11 +364,7 @@ api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& n
   }
   const Json type = request.value("type", Json());
   if (!type.is_string()) return api::Error(400, "bad_request", "type must be given, as a string");
-  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
-  if (!arguments.ok()) {
-    return api::Error(400, "bad_request", std::string(arguments.status().message()));
-  }
-  spec.arguments = std::move(*arguments);
+  if (auto refused = ReadArguments(request, &spec.arguments)) return *refused;
   if (Status typed = broker::ApplyDeclaredType(type.get<std::string>(), &spec); !typed.ok()) {
     return api::Error(400, "bad_request", std::string(typed.message()));
   }
@@ -374,10 +381,7 @@ api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& n
 
 api::Reply ApiWrites::DeleteExchange(const std::string& vhost, const std::string& name,
                                      const std::multimap<std::string, std::string>& params) {
-  if (name.empty() || name == "amq.default") {
-    return api::Error(401, "not_authorised",
-                      "ACCESS_REFUSED - operation not permitted on the default exchange");
-  }
+  if (auto refused = RefuseDefaultExchange(name)) return *refused;
   const bool if_unused = IsTrue(params, "if-unused");
   return Run(vhost, [vhost, name, if_unused](ApiSession& session, broker::Broker& broker) {
     bool exists = false;
@@ -414,11 +418,7 @@ api::Reply ApiWrites::Bind(const std::string& vhost, const std::string& source,
   const Json key = request.value("routing_key", Json(""));
   if (!key.is_string()) return api::Error(400, "bad_request", "routing_key must be a string");
   binding.routing_key = key.get<std::string>();
-  auto arguments = json::HeadersFromJson(request.value("arguments", Json()));
-  if (!arguments.ok()) {
-    return api::Error(400, "bad_request", std::string(arguments.status().message()));
-  }
-  binding.arguments = std::move(*arguments);
+  if (auto refused = ReadArguments(request, &binding.arguments)) return *refused;
   return Run(vhost, [binding = std::move(binding)](ApiSession& session, broker::Broker& broker) {
     broker.TakeDurableTopologyChange();
     Status bound = broker.Bind(session.id(), binding);
