@@ -5,7 +5,7 @@
 // Each kind is read the way the store reads it (rocksdb_store_recover.cc, _reader.cc,
 // dedup_expiry.cc): an entry's header, its delivery history and inline MessageRecord into a
 // message envelope; keys of entries and delayed messages; purge and dedup values; exchange,
-// queue, binding, redrive, user and vhost records through FromRecord.
+// queue, binding, redrive, user, vhost and policy records through FromRecord.
 //
 // Checked besides "no crash": what decodes re-encodes to the same bytes (fixed-layout keys and
 // values), and a record read back into Wharf's types writes a record that reads back alike.
@@ -71,7 +71,7 @@ void Topology(std::string_view bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0:
       Entry(bytes);
       break;
@@ -140,6 +140,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const std::string queue_key = store::QueueKey(vhost.name, "q");
       Check(store::IsDefaultVhost(vhost.name) || queue_key[0] == store::kVhostQueuePrefix,
             "another vhost's queue key has its own prefix");
+      break;
+    }
+    case 11: {
+      pb::PolicyRecord record;
+      if (!Parse(bytes, &record)) break;
+      auto policy = store::FromRecord(record);
+      if (!policy.ok()) break;
+      auto again = store::FromRecord(store::ToRecord(*policy));
+      // Compared as bytes: a NaN in the definition is not equal to itself.
+      Check(again.ok() && store::ToRecord(*again).SerializeAsString() ==
+                              store::ToRecord(*policy).SerializeAsString(),
+            "a policy record written from a read one reads alike");
       break;
     }
   }

@@ -210,6 +210,15 @@ class Client {
                         std::optional<int64_t> max_queues);
   Result<std::vector<VhostInfo>> ListVhosts();
 
+  // Policies (docs/policies.md) of the connection's vhost: arguments applied by name pattern to
+  // its queues and exchanges, at once. The policymaker or administrator tag. SetPolicy adds or
+  // replaces one (policy.vhost is ignored) and returns once it is stored; ClearPolicy removes
+  // one (kPolicyNotFound when there is none); ListPolicies lists them (of every vhost with
+  // `all_vhosts`, administrators only).
+  Status SetPolicy(const PolicyInfo& policy);
+  Status ClearPolicy(const std::string& name);
+  Result<std::vector<PolicyInfo>> ListPolicies(bool all_vhosts = false);
+
   // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------
   // Has the broker write a consistent copy of its store into `directory`, an absolute path on
   // the broker's machine that must not exist (its parent must) or be an empty directory, while

@@ -51,6 +51,7 @@ enum class StatusCode : uint16_t {
   kLeaseExpired = 310,
   kQueueFull = 311,
   kVhostNotFound = 312,
+  kPolicyNotFound = 313,
   kInternal = 500,
   kShuttingDown = 501,
   kResourceExhausted = 502,

@@ -97,6 +97,12 @@ struct QueueInfo {
   uint64_t groups = 0;
   uint64_t groups_held = 0;
   std::string vhost = {};  // the virtual host it is in
+  // The policy that applies to it (docs/policies.md); "" = none. With one: its definition
+  // (RabbitMQ's effective_policy_definition), and the arguments the queue runs with: the
+  // declared ones with the policy's merged in.
+  std::string policy = {};
+  Headers policy_definition = {};
+  Headers effective_arguments = {};
 };
 
 // A message waiting in a queue until its delivery time (Client::ListDelayed).
@@ -191,6 +197,10 @@ struct ExchangeInfo {
   Headers arguments;       // as declared
   bool delayed = false;    // an x-delayed-message exchange of type `type` (ExchangeSpec::delayed)
   std::string vhost = {};  // the virtual host it is in
+  // The policy that applies to it (docs/policies.md); "" = none. alternate_exchange is then
+  // the effective one (the declared one, else the policy's).
+  std::string policy = {};
+  Headers policy_definition = {};
 };
 
 // A client connection, as wharfctl connections shows it.
@@ -263,6 +273,20 @@ struct VhostInfo {
   uint64_t queues = 0;       // in it now
   uint64_t exchanges = 0;    // built-in ones included
   uint64_t connections = 0;  // open into it now
+};
+
+// A policy (docs/policies.md): queue or exchange arguments an operator applies at runtime to
+// every queue or exchange of its vhost whose name `pattern` (PCRE, unanchored) matches,
+// RabbitMQ's model. Of the policies that match one, the highest priority applies (a tie: the
+// first by name).
+struct PolicyInfo {
+  std::string vhost = "/";
+  std::string name;
+  std::string pattern;
+  std::string apply_to = "all";  // "queues", "exchanges" or "all"
+  int64_t priority = 0;
+  Headers definition;  // RabbitMQ's keys: "max-length" = 1000, "dead-letter-exchange" = "dlx"
+  bool operator==(const PolicyInfo&) const = default;
 };
 
 struct UserInfo {

@@ -48,6 +48,7 @@
 #include "broker/access.h"
 #include "broker/exchange.h"
 #include "broker/lease_timer.h"
+#include "broker/policy.h"
 #include "broker/queue.h"
 #include "broker/redrive_task.h"
 #include "broker/session_state.h"
@@ -209,6 +210,17 @@ class Broker {
   // max-connections; OK when another connection may open into it.
   Status CheckVhostConnection(std::string_view name) const;
   std::vector<VhostInfo> ListVhosts() const;
+
+  // --- Policies (broker_policies.cc; broker/policy.h, docs/policies.md) -------------------------
+  // Adds or replaces a policy in its vhost and applies it at once to every queue and exchange
+  // there: a queue gets its new effective arguments (a lower length limit drops or refuses at
+  // once, a TTL counts for the messages already in it, an expiry clock starts again). Stored
+  // with a store. kInvalidArgument (ValidatePolicy), kVhostNotFound.
+  Status SetPolicy(PolicyInfo policy);
+  // kPolicyNotFound when the vhost has no such policy.
+  Status ClearPolicy(std::string_view vhost, std::string_view name);
+  // By vhost, then name; of one vhost when given.
+  std::vector<PolicyInfo> ListPolicies(std::optional<std::string_view> vhost = std::nullopt) const;
 
   // --- Access (broker/access.h) ----------------------------------------------------------------
   // Every session's operations are checked against its user's Access from `source` (which must
@@ -534,6 +546,16 @@ class Broker {
                 bool bind);
   // kVhostNotFound when the session's vhost was deleted under it.
   Status VhostUsable(std::string_view vhost) const;
+  // Gives every queue and exchange of `vhost` the policy that matches it now (ApplyPolicy).
+  void ApplyPolicies(std::string_view vhost);
+  // Computes a queue's effective arguments from its declared ones and its policy, and acts on
+  // what changed (broker_policies.cc).
+  void ApplyPolicy(const std::shared_ptr<Queue>& queue);
+  void ApplyPolicy(Exchange& exchange);
+  // The QueuePolicy a queue declared with `spec` runs with under the current policies, and the
+  // policy's name ("" = none); on a merge the parser refuses, the declared arguments alone.
+  QueuePolicy EffectivePolicy(const QueueSpec& spec, const QueuePolicy& declared,
+                              std::string* policy_name, Headers* effective_arguments) const;
   // kPreconditionFailed (RabbitMQ's words, naming `queue`) when the vhost holds its max-queues.
   Status CheckVhostQueueLimit(std::string_view vhost, std::string_view queue) const;
   // The exchange-to-exchange half of Bind and Unbind.
@@ -660,6 +682,7 @@ class Broker {
     uint64_t queues = 0;  // in queues_
   };
   std::map<std::string, VhostState, std::less<>> vhosts_;
+  PolicyTable policies_;
   std::unordered_map<uint64_t, std::unique_ptr<SessionState>> sessions_;
   // The exclusive queues of each owner (SessionState::owner_id), by ResourceKey.
   std::unordered_map<uint64_t, std::vector<std::string>> exclusive_queues_;

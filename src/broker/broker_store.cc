@@ -39,6 +39,21 @@ Status Broker::Recover(const store::RecoveredState& state) {
     vhosts_.emplace(name, VhostState{});
     AddBuiltinExchanges(name);
   };
+  for (const PolicyInfo& policy : state.policies) {
+    // Checked when set; a build that knows fewer keys keeps the policy as it is and applies
+    // what it knows.
+    if (Status s = ValidatePolicy(policy); !s.ok()) {
+      spdlog::warn("recovery: vhost={} policy={}: {}", LogSafe(policy.vhost), LogSafe(policy.name),
+                   LogSafe(s.message(), kLogSafeStatusBytes));
+    }
+    ensure_vhost(policy.vhost);
+    if (!policies_.Put(policy)) {
+      spdlog::error(
+          "recovery: vhost={} policy={} has a pattern that does not compile; "
+          "it does not apply",
+          LogSafe(policy.vhost), LogSafe(policy.name));
+    }
+  }
   for (const ExchangeSpec& spec : state.exchanges) {
     auto exchange = std::make_unique<Exchange>(spec);
     ensure_vhost(exchange->vhost());
@@ -85,6 +100,7 @@ Status Broker::Recover(const store::RecoveredState& state) {
     ensure_vhost(queue->vhost());
     ++vhosts_[queue->vhost()].queues;
     queues_.emplace(queue->key(), queue);
+    ApplyPolicy(queue);
     TouchQueue(*queue);  // x-expires counts from the recovery, as in RabbitMQ
     if (queue->paged() > 0) ScheduleDispatch(queue);  // loads the head
     if (stored.has_delayed) {
@@ -92,6 +108,9 @@ Status Broker::Recover(const store::RecoveredState& state) {
       UpdateDelayHead(queue);  // loads the timeline's head
       ++counts_in_flight_;
     }
+  }
+  if (policies_.size() > 0) {
+    for (auto& [key, exchange] : exchanges_) ApplyPolicy(*exchange);
   }
   uint64_t skipped = 0;
   for (const BindingSpec& binding : state.bindings) {

@@ -215,8 +215,9 @@ Status Broker::DeclareExchange(uint64_t session_id, const ExchangeSpec& spec) {
   declared.vhost = vhost;
   declared.passive = false;
   if (spec.durable) Persist(store::StoreBatch::PutExchange{declared});
-  exchanges_.emplace(ResourceKey(vhost, spec.name),
-                     std::make_unique<Exchange>(std::move(declared)));
+  auto made = exchanges_.emplace(ResourceKey(vhost, spec.name),
+                                 std::make_unique<Exchange>(std::move(declared)));
+  ApplyPolicy(*made.first->second);
   return Status::Ok();
 }
 
@@ -433,6 +434,7 @@ Result<QueueInfo> Broker::DeclareQueue(uint64_t session_id, QueueSpec spec) {
   auto queue = std::make_shared<Queue>(spec, owner, store_id, options_.delay_limits, *policy);
   queues_.emplace(queue->key(), queue);
   ++vhosts_[spec.vhost].queues;
+  ApplyPolicy(queue);
   TouchQueue(*queue);
   if (store_id != 0) Persist(store::StoreBatch::PutQueue{spec, store_id});
   if (spec.exclusive) exclusive_queues_[owner].push_back(queue->key());
@@ -807,9 +809,8 @@ void Broker::RouteThrough(Exchange* exchange, const std::string& routing_key,
     }
   }
   // Nothing reached a queue through this exchange: its alternate exchange gets the message.
-  if (targets->size() == before && !exchange->spec().alternate_exchange.empty()) {
-    if (Exchange* alternate =
-            FindExchange(exchange->vhost(), exchange->spec().alternate_exchange)) {
+  if (targets->size() == before && !exchange->alternate_exchange().empty()) {
+    if (Exchange* alternate = FindExchange(exchange->vhost(), exchange->alternate_exchange())) {
       RouteThrough(alternate, routing_key, headers, targets, visited);
     }
   }

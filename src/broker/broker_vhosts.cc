@@ -101,6 +101,10 @@ Status Broker::DeleteVhost(std::string_view name_view) {
     if (exchange->vhost() == name) exchanges.push_back(exchange->name());
   }
   for (const auto& exchange : exchanges) RemoveExchange(name, exchange);
+  for (const PolicyInfo& policy : policies_.List(name)) {
+    Persist(store::StoreBatch::RemovePolicy{name, policy.name});
+  }
+  policies_.RemoveVhost(name);
   // After everything in it, in the same batch: a crash keeps all of it or none.
   Persist(store::StoreBatch::RemoveVhost{name});
   vhosts_.erase(name);

@@ -168,6 +168,13 @@ std::vector<BindingSpec> Exchange::Bindings() const {
 
 Exchange::Exchange(ExchangeSpec spec) : spec_(std::move(spec)) {
   if (spec_.vhost.empty()) spec_.vhost = kDefaultVhost;
+  alternate_exchange_ = spec_.alternate_exchange;
+}
+
+void Exchange::SetPolicy(std::string name, Headers definition) {
+  alternate_exchange_ = EffectiveAlternateExchange(spec_, definition);
+  applied_policy_ = std::move(name);
+  policy_definition_ = std::move(definition);
 }
 
 ExchangeInfo Exchange::Info() const {
@@ -177,7 +184,9 @@ ExchangeInfo Exchange::Info() const {
   info.type = spec_.type;
   info.durable = spec_.durable;
   info.auto_delete = spec_.auto_delete;
-  info.alternate_exchange = spec_.alternate_exchange;
+  info.alternate_exchange = alternate_exchange_;
+  info.policy = applied_policy_;
+  info.policy_definition = policy_definition_;
   info.bindings = static_cast<uint32_t>(bindings_.size());
   info.internal = spec_.internal;
   info.arguments = spec_.arguments;

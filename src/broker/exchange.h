@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "broker/headers_match.h"
+#include "broker/policy.h"
 #include "broker/topic_trie.h"
 #include "wharf/status.h"
 #include "wharf/types.h"
@@ -46,6 +47,12 @@ class Exchange {
   const std::string& name() const { return spec_.name; }
   const std::string& vhost() const { return spec_.vhost; }
   size_t binding_count() const { return bindings_.size(); }
+  // Where unroutable messages go: the declared alternate exchange, else the policy's
+  // (broker/policy.h); "" = nowhere.
+  const std::string& alternate_exchange() const { return alternate_exchange_; }
+  // A policy applies from now on (Broker::ApplyPolicy); "" and {} = none.
+  void SetPolicy(std::string name, Headers definition);
+  const std::string& applied_policy() const { return applied_policy_; }
 
   // Adds a binding; binding the same (destination, key, arguments) again is a no-op that
   // returns OK with *added = false. kInvalidArgument for a bad headers x-match value.
@@ -89,6 +96,9 @@ class Exchange {
   };
 
   ExchangeSpec spec_;
+  std::string alternate_exchange_;
+  std::string applied_policy_;
+  Headers policy_definition_;
   std::map<BindingKey, Headers> bindings_;  // every binding with its arguments
   std::unordered_map<std::string, std::vector<Destination>> direct_;
   std::vector<Destination> fanout_;

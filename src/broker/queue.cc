@@ -234,6 +234,29 @@ void Queue::TakePaged(uint64_t seq, uint64_t bytes) {
   lane->paged_bytes = lane->paged == 0 ? 0 : lane->paged_bytes - std::min(lane->paged_bytes, bytes);
 }
 
+void Queue::SetPolicy(QueuePolicy policy, std::string name, Headers definition, Headers effective) {
+  policy.max_priority = policy_.max_priority;
+  policy.message_groups = policy_.message_groups;
+  policy.single_active_consumer = policy_.single_active_consumer;
+  policy.dedup_window_ms = policy_.dedup_window_ms;
+  policy.dedup_by_body = policy_.dedup_by_body;
+  policy.delivery_count_header = policy_.delivery_count_header;
+  policy_ = std::move(policy);
+  applied_policy_ = std::move(name);
+  policy_definition_ = std::move(definition);
+  effective_arguments_ = applied_policy_.empty() ? Headers{} : std::move(effective);
+}
+
+void Queue::NoteExpiries() {
+  for (uint8_t tag : used_) {
+    const Lane& lane = *lanes_[tag];
+    for (const auto& [seq, m] : lane.returned) NoteExpiry(m);
+    for (const QueuedMessage& m : lane.ready) {
+      if (m.envelope) NoteExpiry(m);
+    }
+  }
+}
+
 void Queue::NoteExpiry(const QueuedMessage& m) {
   if (int64_t at = ExpiresAt(*m.envelope); at != 0) new_expiries_.emplace_back(m.seq, at);
 }
@@ -632,6 +655,9 @@ QueueInfo Queue::Info() const {
   info.delayed = delayed_.size();
   if (auto head = delayed_.head_due()) info.next_delayed_at_ms = *head;
   info.arguments = spec_.arguments;
+  info.policy = applied_policy_;
+  info.policy_definition = policy_definition_;
+  info.effective_arguments = applied_policy_.empty() ? spec_.arguments : effective_arguments_;
   if (!policy_.dead_letter_queue.empty()) {
     info.dead_letter_target = policy_.dead_letter_queue;
   } else if (policy_.dead_letter_exchange) {

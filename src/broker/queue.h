@@ -139,7 +139,19 @@ class Queue {
   // exclusive.
   uint64_t owner_id() const { return owner_id_; }
   uint64_t store_id() const { return store_id_; }
+  // What the queue runs with: its declared arguments with its policy's merged in.
   const QueuePolicy& policy() const { return policy_; }
+  // A policy applies from now on (Broker::ApplyPolicy): `policy` is the merged one, `name`
+  // and `definition` the policy's ("" and {} = none), `effective` the merged arguments. The
+  // structural fields (priorities, groups, single active consumer, deduplication) come from
+  // the declaration only and do not change.
+  void SetPolicy(QueuePolicy policy, std::string name, Headers definition, Headers effective);
+  const std::string& applied_policy() const { return applied_policy_; }
+  const Headers& policy_definition() const { return policy_definition_; }
+  const Headers& effective_arguments() const { return effective_arguments_; }
+  // Notes every ready message in RAM for expiry again (its TTL changed); paged ones are noted
+  // as they are loaded.
+  void NoteExpiries();
 
   // The lane a message waits in: 0 without priorities; else max_priority - its priority (a
   // priority above the maximum counts as the maximum, as RabbitMQ's).
@@ -359,6 +371,9 @@ class Queue {
   uint64_t owner_id_;
   uint64_t store_id_;
   QueuePolicy policy_;
+  std::string applied_policy_;  // the policy's name; "" = none
+  Headers policy_definition_;
+  Headers effective_arguments_;  // with a policy only
   // Indexed by lane; null until used. `used_`: the lanes made, in order.
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<uint8_t> used_;

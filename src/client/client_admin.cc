@@ -246,6 +246,34 @@ Result<std::vector<VhostInfo>> Client::ListVhosts() {
   return out;
 }
 
+// --- Policies -----------------------------------------------------------------------------------
+
+Status Client::SetPolicy(const PolicyInfo& policy) {
+  pb::Frame frame;
+  protocol::ToWire(policy, frame.mutable_set_policy()->mutable_policy());
+  return impl_->CallStatus(std::move(frame));
+}
+
+Status Client::ClearPolicy(const std::string& name) {
+  pb::Frame frame;
+  frame.mutable_clear_policy()->set_name(name);
+  return impl_->CallStatus(std::move(frame));
+}
+
+Result<std::vector<PolicyInfo>> Client::ListPolicies(bool all_vhosts) {
+  pb::Frame frame;
+  frame.mutable_list_policies()->set_all_vhosts(all_vhosts);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  std::vector<PolicyInfo> out;
+  for (const auto& p : reply->list_policies_ok().policies()) {
+    auto policy = protocol::FromWire(p);
+    if (!policy.ok()) return policy.status();
+    out.push_back(std::move(*policy));
+  }
+  return out;
+}
+
 // --- Backup -------------------------------------------------------------------------------------
 
 Result<BackupInfo> Client::Backup(const std::string& directory, std::chrono::milliseconds wait) {

@@ -62,6 +62,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "QUEUE_FULL";
     case StatusCode::kVhostNotFound:
       return "VHOST_NOT_FOUND";
+    case StatusCode::kPolicyNotFound:
+      return "POLICY_NOT_FOUND";
     case StatusCode::kReservedName:
       return "RESERVED_NAME";
     case StatusCode::kInternal:

@@ -60,7 +60,7 @@ class Commands {
 };
 
 // Each command file's subcommands (ctl/topology.cc, messages.cc, inspect.cc, redrive.cc,
-// users.cc, backup.cc, vhosts.cc).
+// users.cc, backup.cc, vhosts.cc, policies.cc).
 void AddTopologyCommands(CLI::App& app, Commands& commands);
 void AddMessageCommands(CLI::App& app, Commands& commands);
 void AddInspectCommands(CLI::App& app, Commands& commands);
@@ -68,6 +68,7 @@ void AddRedriveCommands(CLI::App& app, Commands& commands);
 void AddUserCommands(CLI::App& app, Commands& commands);
 void AddBackupCommands(CLI::App& app, Commands& commands);
 void AddVhostCommands(CLI::App& app, Commands& commands);
+void AddPolicyCommands(CLI::App& app, Commands& commands);
 
 // --- Values on the command line (ctl/values.cc) ---------------------------------------------
 

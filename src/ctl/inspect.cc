@@ -101,6 +101,11 @@ int ShowQueue(Client& client, const std::string& name, bool json) {
       static_cast<unsigned long long>(q.acked_total), Rate(q.publish_rate).c_str(),
       Rate(q.deliver_rate).c_str(), Rate(q.ack_rate).c_str(),
       arguments.empty() ? " (none)" : "\n  ", arguments.c_str());
+  if (!q.policy.empty()) {
+    const std::string effective = ArgumentsText(q.effective_arguments, "\n  ", " = ");
+    std::printf("policy:              %s\neffective arguments:%s%s\n", Printable(q.policy).c_str(),
+                effective.empty() ? " (none)" : "\n  ", effective.c_str());
+  }
   if (q.purge_reclaiming > 0) {
     std::printf("purge:               %llu purged messages still being removed from the disk\n",
                 static_cast<unsigned long long>(q.purge_reclaiming));
@@ -125,6 +130,7 @@ int ListExchanges(Client& client, bool json) {
     if (e.internal) flags += ",internal";
     if (e.delayed) flags += ",delayed (x-delayed-message)";
     if (!e.alternate_exchange.empty()) flags += ",alternate=" + Printable(e.alternate_exchange);
+    if (!e.policy.empty()) flags += ",policy=" + Printable(e.policy);
     std::printf("%-32s %-8s %8u  %s\n", e.name.empty() ? "(default)" : Printable(e.name).c_str(),
                 std::string(ExchangeTypeName(e.type)).c_str(), e.bindings, flags.c_str());
   }

@@ -96,7 +96,10 @@ Json QueueJson(const QueueInfo& q) {
               {"purge_reclaiming", q.purge_reclaiming},
               {"groups", q.groups},
               {"groups_held", q.groups_held},
-              {"arguments", HeadersJson(q.arguments)}};
+              {"arguments", HeadersJson(q.arguments)},
+              {"policy", OrNull(q.policy)},
+              {"effective_policy_definition", DefinitionJson(q.policy_definition)},
+              {"effective_arguments", HeadersJson(q.effective_arguments)}};
 }
 
 Json ExchangeJson(const ExchangeInfo& e) {
@@ -108,7 +111,9 @@ Json ExchangeJson(const ExchangeInfo& e) {
               {"bindings", e.bindings},
               {"internal", e.internal},
               {"delayed", e.delayed},
-              {"arguments", HeadersJson(e.arguments)}};
+              {"arguments", HeadersJson(e.arguments)},
+              {"policy", OrNull(e.policy)},
+              {"effective_policy_definition", DefinitionJson(e.policy_definition)}};
 }
 
 Json BindingJson(const BindingSpec& b) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "json/message.h"
+#include "json/policy.h"
 #include "json/redrive.h"
 #include "json/values.h"
 #include "wharf/client.h"
@@ -28,6 +29,7 @@ namespace wharf::ctl {
 // The shared value encodings (json/values.h): header values with their types, bodies as
 // "payload" and "payload_encoding".
 using json::AddPayload;
+using json::DefinitionJson;
 using json::Dump;
 using json::HeadersFromJson;
 using json::HeadersJson;
@@ -37,6 +39,8 @@ using json::IsUtf8;
 using json::Json;
 using json::OrNull;
 using json::PayloadFromJson;
+using json::PolicyFromJson;
+using json::PolicyJson;
 
 // Dump(doc) and a newline on stdout: kExitOk, or kExitRefused (said on stderr) when stdout
 // could not take it.

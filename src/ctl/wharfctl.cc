@@ -235,6 +235,7 @@ int Run(int argc, char** argv) {
   AddUserCommands(app, commands);
   AddBackupCommands(app, commands);
   AddVhostCommands(app, commands);
+  AddPolicyCommands(app, commands);
 
   std::vector<std::string> help_for;
   CLI::App* help = app.add_subcommand("help", "show the help of wharfctl or of COMMAND");

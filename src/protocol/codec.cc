@@ -282,6 +282,9 @@ void ToWire(const QueueInfo& info, wire::QueueInfo* out) {
   out->set_groups(info.groups);
   out->set_groups_held(info.groups_held);
   out->set_vhost(info.vhost);
+  out->set_policy(info.policy);
+  ToWire(info.policy_definition, out->mutable_policy_definition());
+  ToWire(info.effective_arguments, out->mutable_effective_arguments());
 }
 
 QueueInfo FromWire(const wire::QueueInfo& in) {
@@ -309,6 +312,13 @@ QueueInfo FromWire(const wire::QueueInfo& in) {
   info.groups = in.groups();
   info.groups_held = in.groups_held();
   info.vhost = in.vhost();
+  info.policy = in.policy();
+  if (!FromWire(in.policy_definition(), &info.policy_definition).ok()) {
+    info.policy_definition.clear();
+  }
+  if (!FromWire(in.effective_arguments(), &info.effective_arguments).ok()) {
+    info.effective_arguments.clear();
+  }
   return info;
 }
 
@@ -345,6 +355,8 @@ void ToWire(const ExchangeInfo& info, wire::ExchangeInfo* out) {
   out->set_internal(info.internal);
   ToWire(info.arguments, out->mutable_arguments());
   out->set_delayed(info.delayed);
+  out->set_policy(info.policy);
+  ToWire(info.policy_definition, out->mutable_policy_definition());
 }
 
 ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
@@ -358,6 +370,10 @@ ExchangeInfo FromWire(const wire::ExchangeInfo& in) {
   info.internal = in.internal();
   if (!FromWire(in.arguments(), &info.arguments).ok()) info.arguments.clear();
   info.delayed = in.delayed();
+  info.policy = in.policy();
+  if (!FromWire(in.policy_definition(), &info.policy_definition).ok()) {
+    info.policy_definition.clear();
+  }
   return info;
 }
 
@@ -632,6 +648,26 @@ VhostInfo FromWire(const wire::VhostInfo& in) {
   info.queues = in.queues();
   info.exchanges = in.exchanges();
   info.connections = in.connections();
+  return info;
+}
+
+void ToWire(const PolicyInfo& info, wire::PolicyInfo* out) {
+  out->set_vhost(info.vhost);
+  out->set_name(info.name);
+  out->set_pattern(info.pattern);
+  out->set_apply_to(info.apply_to);
+  out->set_priority(info.priority);
+  ToWire(info.definition, out->mutable_definition());
+}
+
+Result<PolicyInfo> FromWire(const wire::PolicyInfo& in) {
+  PolicyInfo info;
+  info.vhost = in.vhost();
+  info.name = in.name();
+  info.pattern = in.pattern();
+  info.apply_to = in.apply_to();
+  info.priority = in.priority();
+  WHARF_RETURN_IF_ERROR(FromWire(in.definition(), &info.definition));
   return info;
 }
 

@@ -94,6 +94,9 @@ void ToWire(const UserInfo& info, wire::UserInfo* out);
 UserInfo FromWire(const wire::UserInfo& in);
 void ToWire(const VhostInfo& info, wire::VhostInfo* out);
 VhostInfo FromWire(const wire::VhostInfo& in);
+// kInvalidArgument for a definition value of no known kind.
+void ToWire(const PolicyInfo& info, wire::PolicyInfo* out);
+Result<PolicyInfo> FromWire(const wire::PolicyInfo& in);
 
 // A frame carrying only an Error, for replies to request `request_id`.
 wire::Frame ErrorFrame(uint64_t request_id, const Status& status);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/base64.h"
+#include "json/policy.h"
 
 namespace wharf::server::api {
 namespace {
@@ -88,8 +89,9 @@ Json QueueJson(const QueueInfo& q, const std::string& node) {
   // published.
   out["head_message_timestamp"] =
       q.head_published_at_ms == 0 ? Json() : Json(q.head_published_at_ms / 1000);
-  out["policy"] = nullptr;
-  out["effective_policy_definition"] = Json::object();
+  out["policy"] = OrNull(q.policy);
+  out["operator_policy"] = nullptr;
+  out["effective_policy_definition"] = json::DefinitionJson(q.policy_definition);
   out["message_stats"] = MessageStats(q.published_total, q.publish_rate, q.delivered_total,
                                       q.deliver_rate, q.acked_total, q.ack_rate);
   // Wharf's own.
@@ -100,6 +102,7 @@ Json QueueJson(const QueueInfo& q, const std::string& node) {
   out["purge_reclaiming"] = q.purge_reclaiming;
   out["groups"] = q.groups;
   out["groups_held"] = q.groups_held;
+  out["effective_arguments"] = json::HeadersJson(q.effective_arguments);
   return out;
 }
 
@@ -112,11 +115,19 @@ Json ExchangeJson(const ExchangeInfo& e) {
   out["auto_delete"] = e.auto_delete;
   out["internal"] = e.internal;
   Json arguments = json::HeadersJson(e.arguments);
-  if (!e.alternate_exchange.empty() && !arguments.contains("alternate-exchange")) {
+  // The declared alternate exchange (a native declaration has it outside the arguments); one
+  // from the policy is the policy's.
+  auto from_policy = e.policy_definition.find("alternate-exchange");
+  const bool policy_ae = from_policy != e.policy_definition.end() &&
+                         from_policy->second == HeaderValue(e.alternate_exchange);
+  if (!e.alternate_exchange.empty() && !policy_ae && !arguments.contains("alternate-exchange")) {
     arguments["alternate-exchange"] = e.alternate_exchange;
   }
   out["arguments"] = std::move(arguments);
-  out["bindings"] = e.bindings;  // Wharf's own: as source
+  out["policy"] = OrNull(e.policy);
+  out["effective_policy_definition"] = json::DefinitionJson(e.policy_definition);
+  out["bindings"] = e.bindings;                              // Wharf's own: as source
+  out["alternate_exchange"] = OrNull(e.alternate_exchange);  // the one in effect
   return out;
 }
 
@@ -293,6 +304,7 @@ Reply ErrorOf(const Status& status) {
     case StatusCode::kExchangeNotFound:
       return Error(404, "not_found", "NOT_FOUND - " + reason);  // RabbitMQ's AMQP text
     case StatusCode::kVhostNotFound:
+    case StatusCode::kPolicyNotFound:
       return Error(404, "not_found", reason);
     case StatusCode::kAccessRefused:
     case StatusCode::kAuthenticationFailed:

@@ -1,5 +1,6 @@
 #include "server/api_writes.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "broker/exchange.h"
 #include "broker/rabbitmq_texts.h"
 #include "json/message.h"
+#include "json/policy.h"
 #include "json/redrive.h"
 
 namespace wharf::server {
@@ -563,6 +565,36 @@ api::Reply ApiWrites::CancelDelayed(const std::string& vhost, const std::string&
     };
     Status asked = broker.CancelDelayed(session.id(), /*request_id=*/1, queue, id);
     if (!asked.ok()) session.Fail(asked);
+  });
+}
+
+api::Reply ApiWrites::PutPolicy(const std::string& vhost, const std::string& name,
+                                const std::string& body) {
+  Json request;
+  if (auto refused = ParseBody(body, &request)) return *refused;
+  PolicyInfo policy;
+  if (Status read = json::PolicyFromJson(request, &policy); !read.ok()) {
+    return api::Error(400, "bad_request", std::string(read.message()));
+  }
+  // The path names it, whatever the body says.
+  policy.vhost = vhost;
+  policy.name = name;
+  return Run(vhost, [policy = std::move(policy)](ApiSession& session, broker::Broker& broker) {
+    const std::vector<PolicyInfo> before = broker.ListPolicies(policy.vhost);
+    const bool existed = std::any_of(before.begin(), before.end(),
+                                     [&](const PolicyInfo& p) { return p.name == policy.name; });
+    Status set = broker.SetPolicy(policy);
+    if (!set.ok()) return session.Fail(set);
+    AnswerWhenDurable(session, broker, existed ? 204 : 201);
+  });
+}
+
+api::Reply ApiWrites::DeletePolicy(const std::string& vhost, const std::string& name) {
+  return Run(vhost, [vhost, name](ApiSession& session, broker::Broker& broker) {
+    Status cleared = broker.ClearPolicy(vhost, name);
+    if (cleared.code() == StatusCode::kPolicyNotFound) return session.Answer(NotFound());
+    if (!cleared.ok()) return session.Fail(cleared);
+    AnswerWhenDurable(session, broker, 204);
   });
 }
 

@@ -19,6 +19,9 @@
 //   DELETE /api/queues/{vhost}/{name}/redrive    cancel it
 //   GET    /api/queues/{vhost}/{name}/delayed    delayed messages: ?after=MS:ID&limit=N
 //   DELETE /api/queues/{vhost}/{name}/delayed/{id}  cancel one: 204, 404 when not waiting
+//   PUT    /api/policies/{vhost}/{name}          a policy (docs/policies.md): 201 made, 204
+//                                                changed or the same
+//   DELETE /api/policies/{vhost}/{name}          204, 404 when there is none
 // Bodies are RabbitMQ's JSON; a body that is not JSON is 400 "not_json".
 //
 // Thread safety: one ApiWrites per request, on its HTTP worker.
@@ -81,6 +84,8 @@ class ApiWrites {
                          const std::multimap<std::string, std::string>& params);
   api::Reply CancelDelayed(const std::string& vhost, const std::string& queue,
                            const std::string& message_id);
+  api::Reply PutPolicy(const std::string& vhost, const std::string& name, const std::string& body);
+  api::Reply DeletePolicy(const std::string& vhost, const std::string& name);
 
  private:
   // `operation` in a session of the user's in `vhost`; its answer, or 503 after kTimeout.

@@ -1,5 +1,6 @@
 #include "server/http_api.h"
 
+#include <algorithm>
 #include <functional>
 #include <future>
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "broker/access.h"
 #include "broker/broker.h"
+#include "json/policy.h"
 #include "server/api_listing.h"
 #include "server/api_writes.h"
 
@@ -60,9 +62,10 @@ class HttpApi::Call {
     if (auto write = Write(what)) return *write;
     if (request_.method != "GET" && request_.method != "HEAD") {
       Reply refused = Error(405, "method_not_allowed", request_.method + " is not allowed here");
-      refused.allow = (what == "queues" || what == "exchanges") && path_.size() == 3
-                          ? "GET, HEAD, PUT, DELETE"
-                          : "GET, HEAD";
+      refused.allow =
+          (what == "queues" || what == "exchanges" || what == "policies") && path_.size() == 3
+              ? "GET, HEAD, PUT, DELETE"
+              : "GET, HEAD";
       return refused;
     }
     if (what == "overview" && path_.size() == 1) return Overview();
@@ -75,6 +78,7 @@ class HttpApi::Call {
     if (what == "consumers" && path_.size() <= 2) return Consumers();
     if (what == "users") return Users();
     if (what == "permissions" && path_.size() == 1) return Permissions("", "");
+    if (what == "policies") return Policies();
     return NotFound();
   }
 
@@ -127,6 +131,12 @@ class HttpApi::Call {
       if (method == "PUT") return writes.PutExchange(path_[1], path_[2], request_.body);
       return writes.DeleteExchange(path_[1], path_[2], request_.params);
     }
+    if (what == "policies" && n == 3 && (method == "PUT" || method == "DELETE")) {
+      if (!Policymaker()) return NotAuthorised("Not policymaker user");
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      if (method == "PUT") return writes.PutPolicy(path_[1], path_[2], request_.body);
+      return writes.DeletePolicy(path_[1], path_[2]);
+    }
     // /api/bindings/{vhost}/e/{source}/q|e/{destination}[/{props}]
     if (what == "bindings" && (n == 6 || n == 7) && path_[2] == "e" &&
         (path_[4] == "q" || path_[4] == "e")) {
@@ -146,6 +156,9 @@ class HttpApi::Call {
 
   bool Monitoring() const { return access_->HasTag(broker::kMonitoringTags); }
   bool Administrator() const { return access_->HasTag(broker::kTagAdministrator); }
+  bool Policymaker() const {
+    return access_->HasTag(broker::kTagAdministrator | broker::kTagPolicymaker);
+  }
   // RabbitMQ's rules (measured against 3.10.8): the objects of a vhost (queues, exchanges,
   // bindings, consumers) are seen by an administrator, and by others in the vhosts they have
   // permissions in, monitoring included; the vhosts themselves are listed for monitoring too.
@@ -422,6 +435,37 @@ class HttpApi::Call {
       return Permissions(u.name, "");
     }
     return NotFound();
+  }
+
+  // /api/policies[/{vhost}[/{name}]] (policymaker, administrator): of the vhosts the user
+  // sees.
+  Reply Policies() const {
+    if (!Policymaker()) return NotAuthorised("Not policymaker user");
+    if (path_.size() > 3) return NotFound();
+    std::optional<std::string> vhost;
+    if (path_.size() >= 2) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      vhost = path_[1];
+    }
+    auto policies = api_.Ask<std::vector<PolicyInfo>>([vhost](const broker::Broker& broker) {
+      return vhost ? broker.ListPolicies(*vhost) : broker.ListPolicies();
+    });
+    if (!policies) return BrokerBusy();
+    // RabbitMQ's order: by priority, then vhost and name (ListPolicies' order).
+    std::stable_sort(
+        policies->begin(), policies->end(),
+        [](const PolicyInfo& a, const PolicyInfo& b) { return a.priority < b.priority; });
+    Json items = Json::array();
+    for (const PolicyInfo& p : *policies) {
+      if (!SeesVhost(p.vhost)) continue;
+      if (path_.size() == 3) {
+        if (p.name == path_[2]) return Reply{200, json::PolicyJson(p)};
+        continue;
+      }
+      items.push_back(json::PolicyJson(p));
+    }
+    if (path_.size() == 3) return NotFound();
+    return List(std::move(items));
   }
 
   // Permissions of `user` and/or in `vhost` ("" = any) (administrator).

@@ -136,6 +136,9 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     case wire::Frame::kDeleteVhost:
     case wire::Frame::kSetVhostLimits:
     case wire::Frame::kListVhosts:
+    case wire::Frame::kSetPolicy:
+    case wire::Frame::kClearPolicy:
+    case wire::Frame::kListPolicies:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +

@@ -303,6 +303,10 @@ void NativeSession::HandleRequest(NativeRequest& request) {
     case wire::Frame::kSetVhostLimits:
     case wire::Frame::kListVhosts:
       return HandleVhostRequest(rid, frame);
+    case wire::Frame::kSetPolicy:
+    case wire::Frame::kClearPolicy:
+    case wire::Frame::kListPolicies:
+      return HandlePolicyRequest(rid, frame);
     default:
       return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
   }
@@ -507,6 +511,54 @@ void NativeSession::HandleVhostRequest(uint64_t rid, const wire::Frame& frame) {
             self->DeleteVhost(rid, name, std::move(done));
           });
       return;
+    }
+  }
+}
+
+void NativeSession::HandlePolicyRequest(uint64_t rid, const wire::Frame& frame) {
+  broker::Broker& broker = *context_->broker;
+  if (Status s = broker.AuthorizeTag(id_, broker::kTagAdministrator | broker::kTagPolicymaker,
+                                     "manage policies");
+      !s.ok()) {
+    spdlog::warn("conn={} user={} policy request refused: {}", id_, LogSafe(user_),
+                 LogSafe(s.message()));
+    return ReplyStatus(rid, s);
+  }
+  switch (frame.body_case()) {
+    case wire::Frame::kListPolicies: {
+      std::optional<std::string_view> vhost = vhost_;
+      if (frame.list_policies().all_vhosts()) {
+        if (Status s = broker.AuthorizeTag(id_, broker::kTagAdministrator,
+                                           "list the policies of every vhost");
+            !s.ok()) {
+          return ReplyStatus(rid, s);
+        }
+        vhost.reset();
+      }
+      wire::Frame reply;
+      for (const PolicyInfo& info : broker.ListPolicies(vhost)) {
+        protocol::ToWire(info, reply.mutable_list_policies_ok()->add_policies());
+      }
+      return Reply(rid, std::move(reply));
+    }
+    case wire::Frame::kSetPolicy: {
+      auto policy = protocol::FromWire(frame.set_policy().policy());
+      if (!policy.ok()) return ReplyStatus(rid, policy.status());
+      policy->vhost = vhost_;
+      const std::string name = policy->name;
+      Status s = broker.SetPolicy(std::move(*policy));
+      if (!s.ok()) return ReplyStatus(rid, s);
+      spdlog::info("conn={} user={} set policy {} in vhost {}", id_, LogSafe(user_), LogSafe(name),
+                   LogSafe(vhost_));
+      return ReplyWhenDurable(rid);
+    }
+    default: {
+      const std::string& name = frame.clear_policy().name();
+      Status s = broker.ClearPolicy(vhost_, name);
+      if (!s.ok()) return ReplyStatus(rid, s);
+      spdlog::info("conn={} user={} cleared policy {} in vhost {}", id_, LogSafe(user_),
+                   LogSafe(name), LogSafe(vhost_));
+      return ReplyWhenDurable(rid);
     }
   }
 }

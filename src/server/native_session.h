@@ -68,6 +68,8 @@ class NativeSession final : public broker::SessionPeer,
   void HandleUserRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // AddVhost, DeleteVhost, SetVhostLimits, ListVhosts: administrators only.
   void HandleVhostRequest(uint64_t rid, const protocol::wire::Frame& frame);
+  // Policies of the session's vhost (docs/policies.md): the policymaker or administrator tag.
+  void HandlePolicyRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // DeleteVhost, run by UserChanges: every stored user's permissions in `vhost` go (as
   // RabbitMQ's delete_vhost) in one write, then the vhost with everything in it; `done` once
   // answered.

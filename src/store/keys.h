@@ -17,6 +17,7 @@
 //     "b" BindingRecord-bytes             -> ""                   (both ends durable; the
 //                                                                  record names a vhost but "/")
 //     "u" user-name                       -> UserRecord           (users made with PutUser)
+//     "y" vhost 0x00 policy-name          -> PolicyRecord         (policies, every vhost's)
 //     "d" fixed64be(queue-id) [byte(lane)] -> fixed64le seq: every message of the lane up to it
 //                                            was delivered (no lane byte: lane 0)
 //     "r" fixed64be(message-id)           -> fixed32le references (bodies in 2+ queues only)
@@ -94,7 +95,9 @@ namespace wharf::store {
 // hosts: "v" records, "X" and "Q" keys, and a vhost in exchange, queue and binding records
 // (empty for "/", so every older record is in "/" as it is); 1-8 are upgraded by rewriting
 // "F". A format-8 build would merge every vhost's bindings into "/" and drop their queues.
-inline constexpr int kFormatVersion = 9;
+// 10 - adds policies ("y" records); 1-9 are upgraded by rewriting "F". A format-9 build would
+// skip them: run every queue without the limits and dead-letter targets its operator set.
+inline constexpr int kFormatVersion = 10;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -117,6 +120,7 @@ inline constexpr char kVhostPrefix = 'v';
 inline constexpr char kBindingPrefix = 'b';
 inline constexpr char kRefsPrefix = 'r';
 inline constexpr char kUserPrefix = 'u';
+inline constexpr char kPolicyPrefix = 'y';
 inline constexpr char kDeliveredPrefix = 'd';
 inline constexpr char kRedrivePrefix = 't';
 inline constexpr char kPurgePrefix = 'p';

@@ -189,6 +189,14 @@ class StoreBatch {
   struct RemoveVhost {
     std::string name;
   };
+  // A policy (broker/policy.h), made or changed; and its removal.
+  struct PutPolicy {
+    PolicyInfo policy;
+  };
+  struct RemovePolicy {
+    std::string vhost;
+    std::string name;
+  };
   // A message waiting in a queue's timeline until `due_ms` (entry.seq is unused).
   struct PutDelayed {
     EntryRef entry;
@@ -236,10 +244,11 @@ class StoreBatch {
     int64_t now_ms = 0;
     std::shared_ptr<DedupOutcome> outcome;
   };
-  using Op = std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange,
-                          RemoveExchange, PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser,
-                          RemoveUser, MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry,
-                          RemoveAllDelayed, PutRedrive, PutDedup, PutVhost, RemoveVhost>;
+  using Op =
+      std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange, RemoveExchange,
+                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
+                   MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry, RemoveAllDelayed,
+                   PutRedrive, PutDedup, PutVhost, RemoveVhost, PutPolicy, RemovePolicy>;
 
   template <typename T>
   void Add(T op) {
@@ -292,6 +301,7 @@ struct RecoveredState {
   std::vector<StoredQueue> queues;
   std::vector<BindingSpec> bindings;
   std::vector<StoredUser> users;
+  std::vector<PolicyInfo> policies;
   std::vector<StoredRedrive> redrives;  // of existing queues
   std::vector<StoredPurge> purges;      // of existing queues, still being removed
   uint64_t next_queue_id = 1;

@@ -272,6 +272,36 @@ StoredVhost FromRecord(const pb::VhostRecord& record) {
   return vhost;
 }
 
+std::string PolicyKey(std::string_view vhost, std::string_view name) {
+  std::string key(1, kPolicyPrefix);
+  key.append(vhost);
+  key.push_back('\0');
+  key.append(name);
+  return key;
+}
+
+pb::PolicyRecord ToRecord(const PolicyInfo& policy) {
+  pb::PolicyRecord record;
+  record.set_vhost(policy.vhost);
+  record.set_name(policy.name);
+  record.set_pattern(policy.pattern);
+  record.set_apply_to(policy.apply_to);
+  record.set_priority(policy.priority);
+  ToRecord(policy.definition, record.mutable_definition());
+  return record;
+}
+
+Result<PolicyInfo> FromRecord(const pb::PolicyRecord& record) {
+  PolicyInfo policy;
+  policy.vhost = record.vhost();
+  policy.name = record.name();
+  policy.pattern = record.pattern();
+  policy.apply_to = record.apply_to();
+  policy.priority = record.priority();
+  WHARF_RETURN_IF_ERROR(FromRecord(record.definition(), &policy.definition));
+  return policy;
+}
+
 std::string BindingKey(const BindingSpec& binding) {
   std::string key(1, kBindingPrefix);
   ToRecord(binding).AppendToString(&key);

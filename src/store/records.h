@@ -53,4 +53,8 @@ std::string VhostKey(std::string_view name);
 pb::VhostRecord ToRecord(const StoredVhost& vhost);
 StoredVhost FromRecord(const pb::VhostRecord& record);
 
+std::string PolicyKey(std::string_view vhost, std::string_view name);
+pb::PolicyRecord ToRecord(const PolicyInfo& policy);
+Result<PolicyInfo> FromRecord(const pb::PolicyRecord& record);
+
 }  // namespace wharf::store

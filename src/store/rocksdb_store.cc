@@ -356,7 +356,8 @@ void RocksDbStore::KeepUnwrittenTopology(const std::deque<Request>& group) {
                           std::is_same_v<T, StoreBatch::PutQueue> ||
                           std::is_same_v<T, StoreBatch::PutBinding> ||
                           std::is_same_v<T, StoreBatch::PutUser> ||
-                          std::is_same_v<T, StoreBatch::PutVhost>) {
+                          std::is_same_v<T, StoreBatch::PutVhost> ||
+                          std::is_same_v<T, StoreBatch::PutPolicy>) {
               unwritten_topology_.Add(o);
             }
           },
@@ -869,6 +870,11 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
             wb->Put(meta_, VhostKey(o.vhost.name), ToRecord(o.vhost).SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveVhost>) {
             wb->Delete(meta_, VhostKey(o.name));
+          } else if constexpr (std::is_same_v<T, StoreBatch::PutPolicy>) {
+            wb->Put(meta_, PolicyKey(o.policy.vhost, o.policy.name),
+                    ToRecord(o.policy).SerializeAsString());
+          } else if constexpr (std::is_same_v<T, StoreBatch::RemovePolicy>) {
+            wb->Delete(meta_, PolicyKey(o.vhost, o.name));
           } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
             std::string seq;
             AppendLittleEndian64(&seq, o.seq);

@@ -44,11 +44,11 @@ Result<RecoveredState> RocksDbStore::Recover() {
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
-             value == "6" || value == "7" || value == "8") {
-    // Formats 2 to 9 only add to format 1 (inline entries, delivery marks; the "delayed"
+             value == "6" || value == "7" || value == "8" || value == "9") {
+    // Formats 2 to 10 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
-    // records; the "dedup" family; lanes; vhosts, everything older being in "/"): everything
-    // older reads as it is. Mark the directory as
+    // records; the "dedup" family; lanes; vhosts, everything older being in "/"; policies):
+    // everything older reads as it is. Mark the directory as
     // the current format before writing anything of it, so that an older build refuses it instead
     // of misreading it.
     rocksdb::WriteOptions sync;
@@ -82,6 +82,15 @@ Result<RecoveredState> RocksDbStore::Recover() {
     if (key.empty()) continue;
     rocksdb::Slice payload = it->value();
     switch (key[0]) {
+      case kPolicyPrefix: {
+        pb::PolicyRecord record;
+        if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return Status(StatusCode::kStoreUnavailable, "corrupt policy record");
+        }
+        WHARF_ASSIGN_OR_RETURN(auto policy, FromRecord(record));
+        state.policies.push_back(std::move(policy));
+        break;
+      }
       case kVhostPrefix: {
         pb::VhostRecord record;
         if (!record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {

@@ -279,6 +279,12 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
       }
       case kVhostPrefix:
         return "vhost '" + Printable(key.substr(1)) + "'";
+      case kPolicyPrefix: {
+        const std::string_view rest = key.substr(1);
+        const size_t nul = std::min(rest.find('\0'), rest.size());
+        return "policy '" + Printable(rest.substr(std::min(nul + 1, rest.size()))) +
+               "' in vhost '" + Printable(rest.substr(0, nul)) + "'";
+      }
       case kUserPrefix:
         return "user '" + Printable(key.substr(1)) + "'";
       case kBindingPrefix:

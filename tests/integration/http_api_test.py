@@ -44,6 +44,7 @@ CONFIG = "".join(
          '[{vhost = "/", configure = "", write = "", read = ".*"}]'),
         ("shopper", HASH, '["management"]',
          '[{vhost = "shop", configure = ".*", write = ".*", read = ".*"}]'),
+        ("pm", HASH, '["policymaker"]', ALL_ON_ROOT),
     ])
 
 
@@ -278,6 +279,11 @@ class HttpApiTest(unittest.TestCase):
         subprocess.run([WHARFCTL, "--server", "127.0.0.1:%d" % self.broker.ports["native"],
                         *args], check=True, capture_output=True, timeout=30)
 
+    def wharfctl_output(self, *args):
+        return subprocess.run([WHARFCTL, "--server", "127.0.0.1:%d" % self.broker.ports["native"],
+                               *args], check=True, capture_output=True, timeout=30,
+                              text=True).stdout
+
     def test_not_found_and_methods(self):
         for path in ["/api/queues/%2F/nope", "/api/queues/no-such-vhost", "/api/nope",
                      "/api/exchanges/%2F/nope", "/api/queues/%2F/orders/nope", "/api"]:
@@ -433,18 +439,14 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual((status, body), (404, {
             "error": "not_found", "reason": "NOT_FOUND - no queue 'nope' in vhost '/'"}))
 
-    def test_a_publish_answered_survives_kill_9(self):
-        """"routed": true is answered once the message is on disk, as a publisher confirm."""
+    def across_kill_9(self, before, after):
+        """Runs `before` against a wharfd of its own, kills it -9, starts another on its data
+        directory and runs `after` against that (self.base is each one's in turn)."""
         first = Wharfd(WHARFD, extra_args=["--metrics-listen", "127.0.0.1:0"])
         base = self.base
         try:
             self.base = "http://127.0.0.1:%d" % first.ports["metrics"]
-            self.assertEqual(self.send("PUT", "/api/queues/%2F/kept", {"durable": True}),
-                             (201, None))
-            for i in range(20):
-                self.assertEqual(self.send("POST", "/api/exchanges/%2F/amq.default/publish", {
-                    "routing_key": "kept", "payload": "m%d" % i, "payload_encoding": "string",
-                    "properties": {"delivery_mode": 2}}), (200, {"routed": True}))
+            before()
             first.process.kill()
             first.process.wait()
             first.log.close()
@@ -452,9 +454,7 @@ class HttpApiTest(unittest.TestCase):
                             data_dir=first.data)
             try:
                 self.base = "http://127.0.0.1:%d" % second.ports["metrics"]
-                page = self.get("/api/queues/%2F/kept/messages?limit=100")
-                self.assertEqual([m["payload"] for m in page["messages"]],
-                                 ["m%d" % i for i in range(20)])
+                after()
             finally:
                 self.assertEqual(second.stop(), 0)
                 shutil.rmtree(second.dir, ignore_errors=True)
@@ -463,6 +463,110 @@ class HttpApiTest(unittest.TestCase):
             if first.process.poll() is None:
                 first.process.kill()
             shutil.rmtree(first.dir, ignore_errors=True)
+
+    def publish_over_http(self, queue, payload):
+        self.assertEqual(self.send("POST", "/api/exchanges/%2F/amq.default/publish", {
+            "routing_key": queue, "payload": payload, "payload_encoding": "string",
+            "properties": {"delivery_mode": 2}}), (200, {"routed": True}))
+
+    def test_a_publish_answered_survives_kill_9(self):
+        """"routed": true is answered once the message is on disk, as a publisher confirm."""
+        def before():
+            self.assertEqual(self.send("PUT", "/api/queues/%2F/kept", {"durable": True}),
+                             (201, None))
+            for i in range(20):
+                self.publish_over_http("kept", "m%d" % i)
+
+        def after():
+            page = self.get("/api/queues/%2F/kept/messages?limit=100")
+            self.assertEqual([m["payload"] for m in page["messages"]],
+                             ["m%d" % i for i in range(20)])
+        self.across_kill_9(before, after)
+
+    def test_policies_over_http_as_with_rabbitmq(self):
+        """A policy PUT over HTTP applies at once (a lower max-length trims the queue), shows in
+        the queue's object, is RabbitMQ's six-key object, refuses bad input with a 400, needs
+        policymaker, and clearing it lifts the limit (docs/policies.md)."""
+        self.declare("pol.q")
+        for i in range(5):
+            self.publish("pol.q", "m%d" % i)
+        self.assertEqual(self.get("/api/queues/%2F/pol.q")["policy"], None)
+        body = {"pattern": "^pol\\.", "definition": {"max-length": 2, "ha-mode": "all"},
+                "priority": 1, "apply-to": "queues"}
+        self.assertEqual(self.send("PUT", "/api/policies/%2F/cap", body), (201, None))
+        self.assertEqual(self.send("PUT", "/api/policies/%2F/cap", body), (204, None))
+        q = self.get("/api/queues/%2F/pol.q")
+        self.assertEqual((q["policy"], q["messages_ready"]), ("cap", 2))
+        self.assertEqual(q["effective_policy_definition"], {"max-length": 2, "ha-mode": "all"})
+        self.assertEqual(q["effective_arguments"], {"x-max-length": 2})
+        self.assertEqual(q["arguments"], {})
+        page = self.get("/api/queues/%2F/pol.q/messages?limit=10")
+        self.assertEqual([m["payload"] for m in page["messages"]], ["m3", "m4"])
+        self.assertEqual(self.get("/api/policies/%2F/cap"), {
+            "vhost": "/", "name": "cap", "pattern": "^pol\\.", "apply-to": "queues",
+            "definition": {"max-length": 2, "ha-mode": "all"}, "priority": 1})
+        self.assertIn("cap", [p["name"] for p in self.get("/api/policies")])
+        self.assertEqual([p["name"] for p in self.get("/api/policies/%2F")], ["cap"])
+
+        # Bad input: a 400 naming what is wrong; a missing vhost 404; nothing changes.
+        for bad, words in [({"definition": {"max-length": 1}}, "pattern"),
+                           ({"pattern": ".*"}, "definition"),
+                           ({"pattern": ".*", "definition": {}}, "empty"),
+                           ({"pattern": ".*", "definition": {"foo": 1}}, "'foo'"),
+                           ({"pattern": ".*", "definition": {"max-length": "ten"}}, "integer"),
+                           ({"pattern": ".*", "definition": {"max-length": -1}}, "range"),
+                           ({"pattern": ".*", "definition": {"overflow": "bogus"}}, "overflow"),
+                           ({"pattern": "(", "definition": {"max-length": 1}}, "regular"),
+                           ({"pattern": ".*", "definition": {"max-length": 1},
+                             "apply-to": "bogus"}, "apply-to"),
+                           ({"pattern": ".*", "definition": {"max-length": 1},
+                             "priority": "x"}, "priority"),
+                           ({"pattern": ".*", "definition": [1]}, "object"),
+                           ({"pattern": 5, "definition": {"max-length": 1}}, "string")]:
+            status, answer = self.send("PUT", "/api/policies/%2F/bad", bad)
+            self.assertEqual((status, answer["error"]), (400, "bad_request"), bad)
+            self.assertIn(words, answer["reason"], bad)
+        self.assertEqual(self.send("PUT", "/api/policies/nowhere/p", body)[0], 404)
+        self.assertEqual(self.call("/api/policies/%2F/bad")[0], 404)
+
+        # Who may: policymaker in its own vhosts, not management.
+        status, _, answer = self.call("/api/policies", user="mgmt")
+        self.assertEqual((status, answer), (401, {"error": "not_authorised",
+                                                  "reason": "Not policymaker user"}))
+        self.assertEqual(self.send("PUT", "/api/policies/%2F/cap", body, user="mgmt")[0], 401)
+        self.assertEqual(self.send("PUT", "/api/policies/%2F/pm-made", {
+            "pattern": "^nothing$", "definition": {"message-ttl": 1000}}, user="pm"), (201, None))
+        self.assertEqual(self.send("DELETE", "/api/policies/%2F/pm-made", None, user="pm"),
+                         (204, None))
+        self.assertEqual(self.send("DELETE", "/api/policies/%2F/pm-made", None)[0], 404)
+
+        # wharfctl shows the same.
+        shown = self.wharfctl_output("list-policies", "--json")
+        self.assertEqual([p["name"] for p in json.loads(shown)], ["cap"])
+        self.assertIn("policy:              cap", self.wharfctl_output("queue", "show", "pol.q"))
+
+        # Cleared: the limit is lifted.
+        self.assertEqual(self.send("DELETE", "/api/policies/%2F/cap", None), (204, None))
+        self.assertEqual(self.send("POST", "/api/exchanges/%2F/amq.default/publish", {
+            "routing_key": "pol.q", "payload": "m5", "payload_encoding": "string",
+            "properties": {}}), (200, {"routed": True}))
+        q = self.get("/api/queues/%2F/pol.q")
+        self.assertEqual((q["policy"], q["messages_ready"]), (None, 3))
+
+    def test_a_policy_answered_survives_kill_9(self):
+        def before():
+            self.assertEqual(self.send("PUT", "/api/queues/%2F/capped", {"durable": True}),
+                             (201, None))
+            self.assertEqual(self.send("PUT", "/api/policies/%2F/cap", {
+                "pattern": "^capped$", "definition": {"max-length": 1}}), (201, None))
+
+        def after():
+            self.assertEqual(self.get("/api/policies/%2F/cap")["definition"], {"max-length": 1})
+            for i in range(3):
+                self.publish_over_http("capped", "m%d" % i)
+            q = self.get("/api/queues/%2F/capped")
+            self.assertEqual((q["policy"], q["messages_ready"]), ("cap", 1))
+        self.across_kill_9(before, after)
 
     def test_exchanges_and_bindings_over_http(self):
         ex = "/api/exchanges/%2F/hx"

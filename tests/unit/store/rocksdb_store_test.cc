@@ -1276,11 +1276,11 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   EXPECT_EQ(outcome->duplicate_of, 5u);
 }
 
-TEST_F(RocksDbStoreTest, FormatTenIsRefusedAsNewer) {
+TEST_F(RocksDbStoreTest, FormatElevenIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "10").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "11").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1288,11 +1288,40 @@ TEST_F(RocksDbStoreTest, FormatTenIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 10; this wharfd reads format 9"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 11; this wharfd reads format 10"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "10") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "11") << "a refused directory is left as it is";
+}
+
+// Policies (format 10): stored per vhost, replaced by name, removed alone or with nothing else,
+// and read back with their definitions typed as written.
+TEST_F(RocksDbStoreTest, PoliciesAreStoredPerVhost) {
+  Open();
+  PolicyInfo limit{"/", "limit", "^q\\.", "queues", 5, {{"max-length", int64_t{10}}}};
+  PolicyInfo other = limit;
+  other.vhost = "shop";
+  other.definition = {{"dead-letter-exchange", std::string("dlx")},
+                      {"ha-mode", std::string("all")}};
+  PolicyInfo gone{"/", "gone", ".*", "all", 0, {{"message-ttl", int64_t{1000}}}};
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutVhost{StoredVhost{"shop", "", {}}});
+  batch.Add(StoreBatch::PutPolicy{limit});
+  batch.Add(StoreBatch::PutPolicy{other});
+  batch.Add(StoreBatch::PutPolicy{gone});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  limit.priority = 7;  // replaced by name
+  StoreBatch change;
+  change.Add(StoreBatch::PutPolicy{limit});
+  change.Add(StoreBatch::RemovePolicy{"/", "gone"});
+  ASSERT_TRUE(CommitSync(std::move(change)).ok());
+  store_.reset();
+  Open();
+  ASSERT_EQ(state_.policies.size(), 2u);
+  // Keys sort by vhost, then name.
+  EXPECT_EQ(state_.policies[0], limit);
+  EXPECT_EQ(state_.policies[1], other);
 }
 
 // Vhosts (format 9): the same names in two vhosts are two records, each vhost's bindings are its
@@ -1381,6 +1410,30 @@ TEST_F(RocksDbStoreTest, FormatEightIsUpgradedIntoTheDefaultVhost) {
   EXPECT_EQ(state_.exchanges[0].vhost, "/");
   ASSERT_EQ(state_.bindings.size(), 1u);
   EXPECT_EQ(state_.bindings[0].vhost, "/");
+  auto loaded = LoadAll(1);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].envelope->message.body, "old");
+}
+
+// Format 10 adds policy records only: a format-9 directory reads as it is, with no policies.
+TEST_F(RocksDbStoreTest, FormatNineIsUpgradedWithoutPolicies) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutVhost{StoredVhost{"shop", "", {}}});
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutEntry{EntryRef{1, 1, 7, 0, kEntryInline, MakeEnvelope(7, "old")}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "9").ok());
+  });
+  Open();
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+  Open();
+  EXPECT_TRUE(state_.policies.empty());
+  ASSERT_EQ(state_.vhosts.size(), 1u);
+  ASSERT_EQ(state_.queues.size(), 1u);
   auto loaded = LoadAll(1);
   ASSERT_EQ(loaded.size(), 1u);
   EXPECT_EQ(loaded[0].envelope->message.body, "old");
