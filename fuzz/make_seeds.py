@@ -239,6 +239,18 @@ def config():
         b'tags = []\npermissions = [{vhost = "shop", configure = ".*", write = "", read = "^a"}]\n')
 
 
+def definitions():
+    # RabbitMQ 3.10.8's own exports (tests/integration/definitions/), and Wharf's spellings.
+    for name in ("rabbitmq-3.10.8-export.json", "rabbitmq-3.10.8-api.json"):
+        with open(os.path.join(HERE, "..", "tests", "integration", "definitions", name), "rb") as f:
+            put("definitions", f.read())
+    put("definitions", b'{"users": [{"name": "w", "hashing_algorithm": "wharf_pbkdf2_sha256", '
+        b'"password_hash": "pbkdf2-sha256$1000$00$' + b"0" * 64 + b'", "tags": "a,b", '
+        b'"limits": {"max-connections": 3}}], "parameters": [{"component": "vhost-limits", '
+        b'"vhost": "v", "value": {"max-queues": 2}}], "queues": [{"name": "q", "arguments": '
+        b'{"x-b": {"type": "bytes", "base64": "AA=="}}}]}')
+
+
 def topic():
     put("topic_pattern", b"+a.b.c\n+a.*.c\n+a.#\n+#\n+*.b.#\n?a.b.c\n?a\n?\n-a.#\n?a.x.c\n")
     put("topic_pattern", b"+#.#.#\n+*.*\n+..\n+#.a.#.b\n?a.b\n?x.a.y.b\n?..\n?#.*\n-#.#.#\n?a\n")
@@ -257,6 +269,7 @@ def main():
     store()
     config()
     topic()
+    definitions()
     for target in sorted(os.listdir(CORPUS)):
         print(target, len(os.listdir(os.path.join(CORPUS, target))))
 

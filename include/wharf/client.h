@@ -219,6 +219,21 @@ class Client {
   Status ClearPolicy(const std::string& name);
   Result<std::vector<PolicyInfo>> ListPolicies(bool all_vhosts = false);
 
+  // Definitions (docs/definitions.md; the administrator tag): users with their password hashes,
+  // vhosts, permissions, policies and durable topology as RabbitMQ's definitions JSON, of every
+  // vhost or of `vhost` alone. ImportDefinitions applies a document as RabbitMQ's
+  // import_definitions (adds and updates, never deletes) and returns once it is on disk: `ok`
+  // when nothing was refused, and the report as JSON. A document that does not parse is
+  // kInvalidArgument and changes nothing.
+  struct DefinitionsImport {
+    bool ok = false;
+    std::string report;  // {"vhosts": N, ..., "skipped": [...], "errors": [...]}
+  };
+  Result<std::string> ExportDefinitions(std::optional<std::string> vhost = std::nullopt);
+  Result<DefinitionsImport> ImportDefinitions(
+      const std::string& json, std::optional<std::string> vhost = std::nullopt,
+      std::chrono::milliseconds wait = std::chrono::minutes(5));
+
   // --- Backup (admins only; docs/operations.md, "Backup and restore") ------------------------
   // Has the broker write a consistent copy of its store into `directory`, an absolute path on
   // the broker's machine that must not exist (its parent must) or be an empty directory, while

@@ -15,9 +15,13 @@ Status Broker::SetPolicy(PolicyInfo policy) {
     return Status(StatusCode::kVhostNotFound,
                   "vhost '" + CutForDisplay(policy.vhost) + "' not found");
   }
-  if (const PolicyInfo* have = policies_.Find(policy.vhost, policy.name);
-      have != nullptr && *have == policy) {
-    return Status::Ok();
+  const PolicyInfo* have = policies_.Find(policy.vhost, policy.name);
+  if (have != nullptr && *have == policy) return Status::Ok();
+  if (have == nullptr && policies_.List(policy.vhost).size() >= kMaxPoliciesPerVhost) {
+    // Each declaration searches every pattern of its vhost on the broker thread.
+    return Status(StatusCode::kResourceExhausted,
+                  "vhost '" + CutForDisplay(policy.vhost) + "' has " +
+                      std::to_string(kMaxPoliciesPerVhost) + " policies, the most it may");
   }
   WHARF_RETURN_IF_ERROR(TopologyWritable(store_ != nullptr));
   Persist(store::StoreBatch::PutPolicy{policy});

@@ -190,6 +190,11 @@ ExchangeInfo Exchange::Info() const {
   info.bindings = static_cast<uint32_t>(bindings_.size());
   info.internal = spec_.internal;
   info.arguments = spec_.arguments;
+  // As declared, whichever protocol declared it: a native declaration names its alternate
+  // exchange outside the arguments. (alternate_exchange is the one in effect, maybe a policy's.)
+  if (!spec_.alternate_exchange.empty() && !info.arguments.contains("alternate-exchange")) {
+    info.arguments["alternate-exchange"] = spec_.alternate_exchange;
+  }
   info.delayed = spec_.delayed;
   return info;
 }

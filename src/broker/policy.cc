@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "broker/queue_policy.h"
 #include "common/log_safe.h"
 #include "common/utf8.h"
 
@@ -169,13 +170,18 @@ Status ValidatePolicy(const PolicyInfo& policy) {
     if (it == d.end()) return std::nullopt;
     return std::get<int64_t>(it->second);
   };
-  if (auto base = number("retry-base-ms"), max = number("retry-max-ms");
-      base && max && *base > *max) {
-    return Invalid("policy definition key 'retry-base-ms' is larger than 'retry-max-ms'");
+  // Against the queue's defaults when the policy gives one side only: a policy no queue without
+  // its own arguments could run with would be accepted and never apply.
+  const QueuePolicy defaults;
+  const int64_t max_lease = number("max-lease-ms").value_or(defaults.max_lease_ms);
+  if (auto lease = number("lease-ms"); lease && *lease > max_lease) {
+    return Invalid("policy definition key 'lease-ms' = " + std::to_string(*lease) +
+                   " is larger than 'max-lease-ms' (" + std::to_string(max_lease) + ")");
   }
-  if (auto lease = number("lease-ms"), max = number("max-lease-ms");
-      lease && max && *lease > *max) {
-    return Invalid("policy definition key 'lease-ms' is larger than 'max-lease-ms'");
+  const int64_t retry_max = number("retry-max-ms").value_or(defaults.retry_max_ms);
+  if (auto base = number("retry-base-ms"); base && *base > retry_max) {
+    return Invalid("policy definition key 'retry-base-ms' = " + std::to_string(*base) +
+                   " is larger than 'retry-max-ms' (" + std::to_string(retry_max) + ")");
   }
   return Status::Ok();
 }

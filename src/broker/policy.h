@@ -30,6 +30,10 @@
 
 namespace wharf::broker {
 
+// The most policies a vhost may have: every queue and exchange declared in it searches each
+// pattern (RabbitMQ has no limit; Wharf's broker thread is one).
+inline constexpr size_t kMaxPoliciesPerVhost = 1000;
+
 // What a policy applies to.
 enum class PolicyTarget { kQueue, kExchange };
 

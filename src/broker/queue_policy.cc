@@ -140,6 +140,15 @@ Status CheckAsRabbitMq(const Headers& arguments, std::string_view queue, std::st
 
 }  // namespace
 
+void AddQuorumDeliveryLimit(Headers* arguments) {
+  auto type = arguments->find("x-queue-type");
+  const auto* name = type == arguments->end() ? nullptr : std::get_if<std::string>(&type->second);
+  if (name == nullptr || *name != "quorum") return;
+  auto limit = arguments->find("x-delivery-limit");
+  const auto* n = limit == arguments->end() ? nullptr : std::get_if<int64_t>(&limit->second);
+  if (n != nullptr && *n >= 0 && *n < INT64_MAX) (*arguments)["x-max-attempts"] = *n + 1;
+}
+
 bool IsKnownQueueArgument(std::string_view name) {
   return std::find_if(std::begin(kKnown), std::end(kKnown),
                       [&](const char* known) { return name == known; }) != std::end(kKnown);

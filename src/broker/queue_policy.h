@@ -125,6 +125,11 @@ Result<QueuePolicy> ParseQueuePolicy(const Headers& arguments,
 // Whether Wharf knows the argument (x-lease-ms, ...): under Wharf's rules any other is refused.
 bool IsKnownQueueArgument(std::string_view name);
 
+// A quorum queue's x-delivery-limit (RabbitMQ's: returns before a message is dead-lettered) as
+// Wharf's x-max-attempts (deliveries): the limit + 1, added to the `arguments` of an
+// x-queue-type "quorum" declaration (AMQP's queue.declare, a definitions import).
+void AddQuorumDeliveryLimit(Headers* arguments);
+
 // The most text a nack may attach to a message as its last error; longer text is cut.
 inline constexpr size_t kMaxLastErrorBytes = 1024;
 

@@ -54,6 +54,9 @@ struct SessionOptions {
   // A session of the broker's own, for one HTTP API request (server/api_session.h): not a
   // connection, so neither listed nor counted against a vhost's max-connections.
   bool internal = false;
+  // The broker's own work on an operator's behalf (a definitions import, server/definitions.h):
+  // its operations are not checked against any user's permissions or tags. Internal only.
+  bool trusted = false;
 };
 
 // A delivery that has not been settled yet.
@@ -75,6 +78,7 @@ class SessionState {
       : id_(id),
         owner_id_(options.owner_id != 0 ? options.owner_id : id),
         amqp_(options.amqp),
+        trusted_(options.internal && options.trusted),
         channel_(options.channel),
         ack_timeout_ms_(options.ack_timeout_ms),
         vhost_(options.vhost.empty() ? std::string(kDefaultVhost) : std::move(options.vhost)),
@@ -86,6 +90,7 @@ class SessionState {
   uint64_t owner_id() const { return owner_id_; }
   bool own_owner() const { return owner_id_ == id_; }
   bool amqp() const { return amqp_; }
+  bool trusted() const { return trusted_; }
   uint16_t channel() const { return channel_; }
   uint32_t ack_timeout_ms() const { return ack_timeout_ms_; }
   const std::string& vhost() const { return vhost_; }
@@ -145,6 +150,7 @@ class SessionState {
   uint64_t id_;
   uint64_t owner_id_;
   bool amqp_;
+  bool trusted_;
   uint16_t channel_;
   uint32_t ack_timeout_ms_;
   std::string vhost_;

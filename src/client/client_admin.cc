@@ -274,6 +274,30 @@ Result<std::vector<PolicyInfo>> Client::ListPolicies(bool all_vhosts) {
   return out;
 }
 
+// --- Definitions --------------------------------------------------------------------------------
+
+Result<std::string> Client::ExportDefinitions(std::optional<std::string> vhost) {
+  pb::Frame frame;
+  auto* request = frame.mutable_export_definitions();
+  if (vhost) request->set_vhost(*vhost);
+  auto reply = impl_->Call(std::move(frame));
+  if (!reply.ok()) return reply.status();
+  return reply->export_definitions_ok().json();
+}
+
+Result<Client::DefinitionsImport> Client::ImportDefinitions(const std::string& json,
+                                                            std::optional<std::string> vhost,
+                                                            std::chrono::milliseconds wait) {
+  pb::Frame frame;
+  auto* request = frame.mutable_import_definitions();
+  request->set_json(json);
+  if (vhost) request->set_vhost(*vhost);
+  auto reply = impl_->Call(std::move(frame), wait);
+  if (!reply.ok()) return reply.status();
+  return DefinitionsImport{reply->import_definitions_ok().ok(),
+                           reply->import_definitions_ok().report()};
+}
+
 // --- Backup -------------------------------------------------------------------------------------
 
 Result<BackupInfo> Client::Backup(const std::string& directory, std::chrono::milliseconds wait) {

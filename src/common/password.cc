@@ -8,6 +8,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/base64.h"
+
 namespace wharf {
 namespace {
 
@@ -69,6 +71,46 @@ std::optional<Parsed> Parse(std::string_view encoded) {
   return parsed;
 }
 
+// RabbitMQ's schemes: a 4-byte salt, then a digest of salt + password (rabbit_password:hash).
+struct RabbitScheme {
+  std::string_view scheme;
+  std::string_view algorithm;  // RabbitMQ's hashing_algorithm
+  const EVP_MD* (*digest)();
+};
+constexpr size_t kRabbitSaltBytes = 4;
+const RabbitScheme kRabbitSchemes[] = {
+    {"rabbit-sha256", "rabbit_password_hashing_sha256", EVP_sha256},
+    {"rabbit-sha512", "rabbit_password_hashing_sha512", EVP_sha512},
+    {"rabbit-md5", "rabbit_password_hashing_md5", EVP_md5},
+};
+
+// The scheme and decoded salt + digest of a RabbitMQ hash, or nullopt.
+std::optional<std::pair<const RabbitScheme*, std::string>> ParseRabbit(std::string_view encoded) {
+  const size_t dollar = encoded.find('$');
+  if (dollar == std::string_view::npos) return std::nullopt;
+  for (const RabbitScheme& scheme : kRabbitSchemes) {
+    if (encoded.substr(0, dollar) != scheme.scheme) continue;
+    auto bytes = Base64Decode(encoded.substr(dollar + 1));
+    const size_t digest = static_cast<size_t>(EVP_MD_size(scheme.digest()));
+    if (!bytes || bytes->size() != kRabbitSaltBytes + digest) return std::nullopt;
+    return std::make_pair(&scheme, std::move(*bytes));
+  }
+  return std::nullopt;
+}
+
+bool VerifyRabbit(std::string_view password, const RabbitScheme& scheme,
+                  const std::string& stored) {
+  std::string input = stored.substr(0, kRabbitSaltBytes);
+  input.append(password);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(input.data(), input.size(), digest, &length, scheme.digest(), nullptr) != 1 ||
+      length != stored.size() - kRabbitSaltBytes) {
+    return false;
+  }
+  return CRYPTO_memcmp(digest, stored.data() + kRabbitSaltBytes, length) == 0;
+}
+
 bool Derive(std::string_view password, const unsigned char* salt, size_t salt_len,
             uint32_t iterations, unsigned char* out) {
   return PKCS5_PBKDF2_HMAC(password.data(), static_cast<int>(password.size()), salt,
@@ -89,6 +131,7 @@ std::string HashPassword(std::string_view password, uint32_t iterations) {
 }
 
 Status ValidatePasswordHash(std::string_view encoded, uint32_t max_iterations) {
+  if (ParseRabbit(encoded)) return Status::Ok();
   if (auto parsed = Parse(encoded)) {
     if (parsed->iterations <= max_iterations) return Status::Ok();
     return Status(StatusCode::kInvalidConfig,
@@ -100,10 +143,13 @@ Status ValidatePasswordHash(std::string_view encoded, uint32_t max_iterations) {
   }
   return Status(StatusCode::kInvalidConfig,
                 "password_hash is not 'pbkdf2-sha256$<iterations>$<salt hex>$<key hex>' "
-                "(make one with 'wharfctl hash-password')");
+                "(make one with 'wharfctl hash-password'), nor one of RabbitMQ's "
+                "('rabbit-sha256$<base64>')");
 }
 
 bool VerifyPassword(std::string_view password, std::string_view encoded) {
+  if (auto rabbit = ParseRabbit(encoded))
+    return VerifyRabbit(password, *rabbit->first, rabbit->second);
   auto parsed = Parse(encoded);
   if (!parsed) return false;
   unsigned char key[kKeyBytes];
@@ -111,6 +157,21 @@ bool VerifyPassword(std::string_view password, std::string_view encoded) {
     return false;
   }
   return CRYPTO_memcmp(key, parsed->key.data(), kKeyBytes) == 0;
+}
+
+std::string_view RabbitMqHashScheme(std::string_view hashing_algorithm) {
+  for (const RabbitScheme& scheme : kRabbitSchemes) {
+    if (scheme.algorithm == hashing_algorithm) return scheme.scheme;
+  }
+  return {};
+}
+
+std::string_view RabbitMqHashingAlgorithm(std::string_view encoded) {
+  const std::string_view scheme = encoded.substr(0, encoded.find('$'));
+  for (const RabbitScheme& known : kRabbitSchemes) {
+    if (known.scheme == scheme) return known.algorithm;
+  }
+  return {};
 }
 
 }  // namespace wharf

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,7 +61,7 @@ class Commands {
 };
 
 // Each command file's subcommands (ctl/topology.cc, messages.cc, inspect.cc, redrive.cc,
-// users.cc, backup.cc, vhosts.cc, policies.cc).
+// users.cc, backup.cc, vhosts.cc, policies.cc, definitions.cc).
 void AddTopologyCommands(CLI::App& app, Commands& commands);
 void AddMessageCommands(CLI::App& app, Commands& commands);
 void AddInspectCommands(CLI::App& app, Commands& commands);
@@ -69,8 +70,13 @@ void AddUserCommands(CLI::App& app, Commands& commands);
 void AddBackupCommands(CLI::App& app, Commands& commands);
 void AddVhostCommands(CLI::App& app, Commands& commands);
 void AddPolicyCommands(CLI::App& app, Commands& commands);
+void AddDefinitionsCommands(CLI::App& app, Commands& commands);
 
 // --- Values on the command line (ctl/values.cc) ---------------------------------------------
+
+// All of `in`; and a file's bytes ("-" is stdin), the problem in `error`.
+std::string ReadAll(std::istream& in);
+bool ReadInput(const std::string& path, std::string* out, std::string* error);
 
 // A validator from a check that returns the problem ("" when the text is fine): so that a bad
 // value is a usage error before wharfctl connects.

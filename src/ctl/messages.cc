@@ -33,20 +33,6 @@ struct PublishOptionsCli {
   std::string deliver_at;
 };
 
-std::string ReadAll(std::istream& in) { return {std::istreambuf_iterator<char>(in), {}}; }
-
-// The file's bytes ("-" is stdin); the problem in `error`.
-bool ReadInput(const std::string& path, std::string* out, std::string* error) {
-  if (path == "-") {
-    *out = ReadAll(std::cin);
-    return true;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return *error = "cannot read '" + path + "'", false;
-  *out = ReadAll(in);
-  return true;
-}
-
 // --message: one message object, an array of them, or one object a line (what consume --json
 // prints; peek --json's "messages" array too).
 bool ParseMessages(const std::string& text, std::vector<Json>* out, std::string* error) {

@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 
 #include "ctl/ctl.h"
 #include "ctl/json.h"
@@ -257,6 +260,19 @@ int Usage(const std::string& message) {
                "wharfctl: %s\nRun 'wharfctl --help' (or 'wharfctl COMMAND --help') for usage.\n",
                message.c_str());
   return kExitUsage;
+}
+
+std::string ReadAll(std::istream& in) { return {std::istreambuf_iterator<char>(in), {}}; }
+
+bool ReadInput(const std::string& path, std::string* out, std::string* error) {
+  if (path == "-") {
+    *out = ReadAll(std::cin);
+    return true;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return *error = "cannot read '" + path + "'", false;
+  *out = ReadAll(in);
+  return true;
 }
 
 }  // namespace wharf::ctl

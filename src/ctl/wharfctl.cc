@@ -236,6 +236,7 @@ int Run(int argc, char** argv) {
   AddBackupCommands(app, commands);
   AddVhostCommands(app, commands);
   AddPolicyCommands(app, commands);
+  AddDefinitionsCommands(app, commands);
 
   std::vector<std::string> help_for;
   CLI::App* help = app.add_subcommand("help", "show the help of wharfctl or of COMMAND");

@@ -12,7 +12,14 @@ Status Bad(std::string message) { return Status(StatusCode::kInvalidArgument, st
 
 Json DefinitionJson(const Headers& definition) {
   Json out = Json::object();
-  for (const auto& [key, value] : definition) out[key] = HeaderValueJson(value);
+  for (const auto& [key, value] : definition) {
+    // An array or object is kept as its JSON text (DefinitionFromJson).
+    if (const auto* json = std::get_if<Bytes>(&value)) {
+      out[key] = Json::parse(json->data, nullptr, /*allow_exceptions=*/false);
+      if (!out[key].is_discarded()) continue;
+    }
+    out[key] = HeaderValueJson(value);
+  }
   return out;
 }
 
@@ -40,9 +47,15 @@ Result<Headers> DefinitionFromJson(const Json& object) {
       out[key] = value.get<double>();
     } else if (value.is_string()) {
       out[key] = value.get<std::string>();
+    } else if (value.is_array() || value.is_object()) {
+      // Only RabbitMQ's keys Wharf keeps without applying take these (ha-params: a list of
+      // nodes): kept as their JSON text, typed bytes so that no applied key mistakes one for a
+      // string (broker::ValidatePolicy refuses it there).
+      out[key] = Bytes{value.dump()};
     } else {
-      return Bad("policy definition key '" + key + "' is " + std::string(value.type_name()) +
-                 ": a value must be a number, a string or a boolean");
+      return Bad("policy definition key '" + key +
+                 "' is null: a value must be a number, a "
+                 "string, a boolean, or (for a key Wharf only keeps) a list or an object");
     }
   }
   return out;

@@ -21,7 +21,9 @@ Json DefinitionJson(const Headers& definition);
 // as they are in `out`. kInvalidArgument naming what is wrong; what the values mean is the
 // broker's to check (broker::ValidatePolicy).
 Status PolicyFromJson(const Json& object, PolicyInfo* out);
-// A definition object: numbers, strings and booleans.
+// A definition object: numbers, strings and booleans; an array or object (ha-params' list of
+// nodes) is kept as its JSON text in a Bytes value, which DefinitionJson writes back as JSON and
+// which no key Wharf applies takes.
 Result<Headers> DefinitionFromJson(const Json& object);
 
 }  // namespace wharf::json

@@ -597,17 +597,8 @@ void AmqpChannel::HandleQueueDeclare(const amqp::QueueDeclare& m) {
   if (std::string bad = ArgumentsToHeaders(m.arguments, &spec.arguments); !bad.empty()) {
     return SoftError(amqp::kPreconditionFailed, bad, cls, mth);
   }
-  if (!m.passive) {
-    // A quorum queue's delivery limit counts returns; Wharf's x-max-attempts counts
-    // deliveries. (The type itself is checked by the broker, on creation, as RabbitMQ does.)
-    const amqp::FieldValue* type = m.arguments.Find("x-queue-type");
-    const std::string* type_name = type != nullptr ? type->AsString() : nullptr;
-    if (type_name != nullptr && *type_name == "quorum") {
-      if (const amqp::FieldValue* limit = m.arguments.Find("x-delivery-limit")) {
-        if (auto n = limit->AsInt(); n && *n >= 0) spec.arguments["x-max-attempts"] = *n + 1;
-      }
-    }
-  }
+  // (The type itself is checked by the broker, on creation, as RabbitMQ does.)
+  if (!m.passive) broker::AddQuorumDeliveryLimit(&spec.arguments);
   const bool stored = spec.durable && !spec.exclusive && !spec.passive;
   auto info = broker.DeclareQueue(session_id_, std::move(spec));
   if (!info.ok()) return Fail(info.status(), cls, mth);  // in RabbitMQ's words

@@ -114,16 +114,7 @@ Json ExchangeJson(const ExchangeInfo& e) {
   out["durable"] = e.durable;
   out["auto_delete"] = e.auto_delete;
   out["internal"] = e.internal;
-  Json arguments = json::HeadersJson(e.arguments);
-  // The declared alternate exchange (a native declaration has it outside the arguments); one
-  // from the policy is the policy's.
-  auto from_policy = e.policy_definition.find("alternate-exchange");
-  const bool policy_ae = from_policy != e.policy_definition.end() &&
-                         from_policy->second == HeaderValue(e.alternate_exchange);
-  if (!e.alternate_exchange.empty() && !policy_ae && !arguments.contains("alternate-exchange")) {
-    arguments["alternate-exchange"] = e.alternate_exchange;
-  }
-  out["arguments"] = std::move(arguments);
+  out["arguments"] = json::HeadersJson(e.arguments);  // the declared alternate exchange in them
   out["policy"] = OrNull(e.policy);
   out["effective_policy_definition"] = json::DefinitionJson(e.policy_definition);
   out["bindings"] = e.bindings;                              // Wharf's own: as source

@@ -11,6 +11,7 @@
 #include "json/policy.h"
 #include "server/api_listing.h"
 #include "server/api_writes.h"
+#include "wharf/version.h"
 
 namespace wharf::server {
 namespace {
@@ -65,7 +66,8 @@ class HttpApi::Call {
       refused.allow =
           (what == "queues" || what == "exchanges" || what == "policies") && path_.size() == 3
               ? "GET, HEAD, PUT, DELETE"
-              : "GET, HEAD";
+          : what == "definitions" && path_.size() <= 2 ? "GET, HEAD, POST"
+                                                       : "GET, HEAD";
       return refused;
     }
     if (what == "overview" && path_.size() == 1) return Overview();
@@ -79,6 +81,7 @@ class HttpApi::Call {
     if (what == "users") return Users();
     if (what == "permissions" && path_.size() == 1) return Permissions("", "");
     if (what == "policies") return Policies();
+    if (what == "definitions" && path_.size() <= 2) return ExportDefinitions();
     return NotFound();
   }
 
@@ -131,6 +134,7 @@ class HttpApi::Call {
       if (method == "PUT") return writes.PutExchange(path_[1], path_[2], request_.body);
       return writes.DeleteExchange(path_[1], path_[2], request_.params);
     }
+    if (what == "definitions" && n <= 2 && method == "POST") return ImportDefinitions();
     if (what == "policies" && n == 3 && (method == "PUT" || method == "DELETE")) {
       if (!Policymaker()) return NotAuthorised("Not policymaker user");
       if (auto refused = CheckVhost(path_[1])) return *refused;
@@ -466,6 +470,59 @@ class HttpApi::Call {
     }
     if (path_.size() == 3) return NotFound();
     return List(std::move(items));
+  }
+
+  // GET /api/definitions[/{vhost}] (administrator): RabbitMQ's definitions document.
+  Reply ExportDefinitions() const {
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    std::optional<std::string> vhost;
+    if (path_.size() == 2) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      vhost = path_[1];
+    }
+    const UserDirectory* users = api_.config_.users;
+    auto doc = api_.Ask<Json>([users, vhost](const broker::Broker& broker) {
+      return json::DefinitionsJson(server::ExportDefinitions(broker, *users, vhost), WHARF_VERSION);
+    });
+    if (!doc) return BrokerBusy();
+    return Reply{200, std::move(*doc)};
+  }
+
+  // POST /api/definitions[/{vhost}] (administrator): 204 once imported and on disk, as
+  // RabbitMQ's; 400 with the report when anything was refused.
+  Reply ImportDefinitions() const {
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    std::optional<std::string_view> vhost;
+    if (path_.size() == 2) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+      vhost = path_[1];
+    }
+    auto definitions = ParseDefinitions(request_.body, vhost);
+    if (!definitions.ok()) {
+      return Error(400, "bad_request", std::string(definitions.status().message()));
+    }
+    auto promise = std::make_shared<std::promise<ImportReport>>();
+    auto future = promise->get_future();
+    auto import_definitions = api_.config_.import_definitions;
+    auto shared = std::make_shared<json::Definitions>(std::move(*definitions));
+    api_.config_.post_to_broker([import_definitions, promise, shared] {
+      import_definitions(std::move(*shared),
+                         [promise](ImportReport report) { promise->set_value(std::move(report)); });
+    });
+    if (future.wait_for(kImportTimeout) != std::future_status::ready) {
+      return Error(503, "service_unavailable",
+                   "the import did not finish in time; it goes on, and may still take effect");
+    }
+    ImportReport report;
+    try {
+      report = future.get();
+    } catch (const std::future_error&) {  // the broker context went away with it (shutdown)
+      return BrokerBusy();
+    }
+    if (report.ok()) return Reply{204, nullptr};
+    Reply refused = Error(400, "bad_request", report.errors.front());
+    refused.body["report"] = report.ToJson();
+    return refused;
   }
 
   // Permissions of `user` and/or in `vhost` ("" = any) (administrator).

@@ -10,6 +10,8 @@
 //   GET /api/connections, /api/vhosts/{vhost}/connections
 //   GET /api/consumers[/{vhost}]
 //   GET /api/users[/{name}[/permissions]], /api/permissions, /api/vhosts/{vhost}/permissions
+//   GET /api/policies[/{vhost}[/{name}]]
+//   GET and POST /api/definitions[/{vhost}] (administrator; server/definitions.h)
 // A path segment is percent-decoded on its own, so the vhost "/" is %2F as with RabbitMQ.
 // Lists take RabbitMQ's query (server/api_listing.h): filtering, sorting, columns, pages.
 // Requests that change something or read messages (PUT and DELETE of queues, purge, get,
@@ -38,6 +40,7 @@
 #include <vector>
 
 #include "server/api_json.h"
+#include "server/definitions.h"
 #include "server/http_auth.h"
 #include "server/user_directory.h"
 
@@ -50,6 +53,8 @@ namespace wharf::server {
 class HttpApi {
  public:
   static constexpr std::chrono::seconds kBrokerTimeout{2};
+  // How long a definitions import may take before the worker answers 503.
+  static constexpr std::chrono::seconds kImportTimeout{120};
 
   struct Config {
     const HttpAuth* auth = nullptr;        // outlives this
@@ -58,6 +63,8 @@ class HttpApi {
     // Runs a function on the broker thread, later, as a batch of broker work (flushed after).
     std::function<void(std::function<void()>)> post_to_broker;
     api::NodeFacts node;
+    // Imports definitions (server/definitions.h); called on the broker thread, answers there.
+    std::function<void(json::Definitions, std::function<void(ImportReport)>)> import_definitions;
   };
 
   struct Request {

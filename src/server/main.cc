@@ -98,8 +98,8 @@ int Run(int argc, char** argv) {
   using wharf::server::ServerOptions;
   ServerOptions options;
   std::string amqp_listen;
-  std::string config_path, listen, data_dir, log_level, ready_file, metrics_listen, log_file,
-      log_format;
+  std::string config_path, listen, data_dir, log_level, ready_file, definitions, metrics_listen,
+      log_file, log_format;
   bool repair = false;
   CLI::App app("wharfd: the Wharf message broker daemon", "wharfd");
   app.set_version_flag("--version", "wharfd " WHARF_VERSION, "Print the version and exit");
@@ -141,6 +141,11 @@ int Run(int argc, char** argv) {
                  "Write \"host:port\" to FILE once listening (\"off\" without it), then a line "
                  "\"NAME host:port\" per other listener: metrics, amqp, tls, amqps, https")
       ->type_name("FILE");
+  app.add_option("--definitions", definitions,
+                 "Import this definitions file (RabbitMQ's JSON, from rabbitmqctl "
+                 "export_definitions or wharfctl export) before accepting connections; a file "
+                 "that cannot be applied whole stops the start (docs/definitions.md)")
+      ->type_name("FILE");
   app.add_flag("--repair", repair,
                "Repair a damaged message store (the --config and --data-dir of a normal start), "
                "print what was salvaged and exit; wharfd must not be running");
@@ -174,6 +179,7 @@ int Run(int argc, char** argv) {
   if (!data_dir.empty()) options.data_dir = data_dir;
   if (!log_level.empty()) options.log_level = log_level;
   if (!ready_file.empty()) options.ready_file = ready_file;
+  if (!definitions.empty()) options.definitions_file = definitions;
   if (!log_file.empty()) options.log_file = log_file;
   if (!log_format.empty()) options.log_format = log_format;
   wharf::Status valid = wharf::server::ValidateOptions(options);

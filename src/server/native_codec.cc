@@ -26,6 +26,7 @@ bool NativeCodec::IsHeavy(const wire::Frame& frame) {
     case wire::Frame::kListBindings:
     case wire::Frame::kReceive:
     case wire::Frame::kPeek:
+    case wire::Frame::kExportDefinitions:
       return true;
     default:
       return false;
@@ -139,6 +140,8 @@ Status NativeCodec::OnFrame(std::string_view payload, bool* ends_batch) {
     case wire::Frame::kSetPolicy:
     case wire::Frame::kClearPolicy:
     case wire::Frame::kListPolicies:
+    case wire::Frame::kExportDefinitions:
+    case wire::Frame::kImportDefinitions:
       break;
     default:
       return Status(StatusCode::kUnexpectedFrame, "frame kind " +

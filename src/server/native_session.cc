@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "common/log_safe.h"
+#include "server/definitions.h"
+#include "wharf/version.h"
 
 namespace wharf::server {
 namespace wire = protocol::wire;
@@ -307,6 +309,9 @@ void NativeSession::HandleRequest(NativeRequest& request) {
     case wire::Frame::kClearPolicy:
     case wire::Frame::kListPolicies:
       return HandlePolicyRequest(rid, frame);
+    case wire::Frame::kExportDefinitions:
+    case wire::Frame::kImportDefinitions:
+      return HandleDefinitionsRequest(rid, frame);
     default:
       return ReplyStatus(rid, Status(StatusCode::kInternal, "unhandled request kind"));
   }
@@ -561,6 +566,48 @@ void NativeSession::HandlePolicyRequest(uint64_t rid, const wire::Frame& frame) 
       return ReplyWhenDurable(rid);
     }
   }
+}
+
+void NativeSession::HandleDefinitionsRequest(uint64_t rid, const wire::Frame& frame) {
+  broker::Broker& broker = *context_->broker;
+  const bool exporting = frame.body_case() == wire::Frame::kExportDefinitions;
+  if (Status s = broker.AuthorizeTag(id_, broker::kTagAdministrator,
+                                     exporting ? "export definitions" : "import definitions");
+      !s.ok()) {
+    spdlog::warn("conn={} user={} definitions request refused: {}", id_, LogSafe(user_),
+                 LogSafe(s.message()));
+    return ReplyStatus(rid, s);
+  }
+  if (exporting) {
+    const auto& request = frame.export_definitions();
+    std::optional<std::string> vhost;
+    if (request.has_vhost()) {
+      if (Status s = CheckVhost(request.vhost()); !s.ok()) return ReplyStatus(rid, s);
+      vhost = request.vhost();
+    }
+    wire::Frame reply;
+    reply.mutable_export_definitions_ok()->set_json(json::Dump(
+        json::DefinitionsJson(ExportDefinitions(broker, *context_->users, vhost), WHARF_VERSION)));
+    return Reply(rid, std::move(reply));
+  }
+  const auto& request = frame.import_definitions();
+  if (request.has_vhost()) {
+    if (Status s = CheckVhost(request.vhost()); !s.ok()) return ReplyStatus(rid, s);
+  }
+  auto definitions = ParseDefinitions(
+      request.json(),
+      request.has_vhost() ? std::optional<std::string_view>(request.vhost()) : std::nullopt);
+  if (!definitions.ok()) return ReplyStatus(rid, definitions.status());
+  spdlog::info("conn={} user={} imports definitions", id_, LogSafe(user_));
+  ImportDefinitions(*context_, std::move(*definitions),
+                    [self = shared_from_this(), rid](ImportReport report) {
+                      wire::Frame reply;
+                      auto* ok = reply.mutable_import_definitions_ok();
+                      ok->set_ok(report.ok());
+                      ok->set_report(json::Dump(report.ToJson(), false));
+                      self->Reply(rid, std::move(reply));
+                      self->Flush();
+                    });
 }
 
 void NativeSession::DeleteVhost(uint64_t rid, const std::string& vhost,

@@ -70,6 +70,8 @@ class NativeSession final : public broker::SessionPeer,
   void HandleVhostRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // Policies of the session's vhost (docs/policies.md): the policymaker or administrator tag.
   void HandlePolicyRequest(uint64_t rid, const protocol::wire::Frame& frame);
+  // Definitions export and import (server/definitions.h): the administrator tag.
+  void HandleDefinitionsRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // DeleteVhost, run by UserChanges: every stored user's permissions in `vhost` go (as
   // RabbitMQ's delete_vhost) in one write, then the vhost with everything in it; `done` once
   // answered.

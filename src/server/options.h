@@ -163,6 +163,10 @@ struct ServerOptions {
   uint32_t login_throttle_addresses = 10'000;
   // When set, wharfd writes "host:port" here once it is listening (for tests and scripts).
   std::string ready_file;
+  // When set (--definitions), wharfd imports this definitions file (docs/definitions.md) after
+  // recovering its store and before it accepts a connection; one it cannot read or apply whole
+  // stops the start.
+  std::string definitions_file;
   AmqpOptions amqp;
   TlsOptions tls;
 

@@ -9,10 +9,13 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <tuple>
 
+#include "common/log_safe.h"
 #include "server/amqp_codec.h"
 #include "server/connection.h"
+#include "server/definitions.h"
 #include "server/metrics.h"
 #include "server/native_codec.h"
 #include "server/process_stats.h"
@@ -186,6 +189,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       ctx->run();
     });
   }
+  // Definitions go in before any client comes: a client sees them all or is not let in.
+  if (!options.definitions_file.empty()) {
+    WHARF_RETURN_IF_ERROR(server->ImportAtStart(options.definitions_file));
+  }
   asio::post(*server->io_contexts_[0], [raw] {
     for (Listener* listener : raw->listeners()) {
       if (listener->acceptor) raw->Accept(*listener);
@@ -230,6 +237,10 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       });
     };
     api.node = server->NodeFactsNow();
+    api.import_definitions = [raw](json::Definitions definitions,
+                                   std::function<void(ImportReport)> done) {
+      ImportDefinitions(raw->context_, std::move(definitions), std::move(done));
+    };
     server->http_api_ = std::make_unique<HttpApi>(std::move(api));
   }
   server->tls_source_ = [raw] { return raw->CurrentTls(); };
@@ -383,6 +394,42 @@ std::string Server::HealthProblem() {
       std::chrono::seconds(1));
   if (!problem) return "the broker thread did not answer within 1 s";
   return *problem;
+}
+
+Status Server::ImportAtStart(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kInvalidConfig, "--definitions: cannot read '" + path + "'");
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  auto definitions = ParseDefinitions(text, std::nullopt);
+  if (!definitions.ok()) {
+    return Status(StatusCode::kInvalidConfig,
+                  "--definitions " + path + ": " + std::string(definitions.status().message()));
+  }
+  auto promise = std::make_shared<std::promise<ImportReport>>();
+  auto future = promise->get_future();
+  asio::post(
+      *broker_context_,
+      [this, promise, definitions = std::make_shared<json::Definitions>(std::move(*definitions))] {
+        ImportDefinitions(context_, std::move(*definitions),
+                          [promise](ImportReport r) { promise->set_value(std::move(r)); });
+        AfterBrokerWork();
+      });
+  ImportReport report;
+  try {
+    report = future.get();
+  } catch (const std::future_error&) {
+    return Status(StatusCode::kShuttingDown, "--definitions " + path + ": the broker stopped");
+  }
+  for (const std::string& line : report.skipped) {
+    spdlog::info("--definitions {}: skipped {}", path, LogSafe(line, kLogSafeStatusBytes));
+  }
+  if (!report.ok()) {
+    return Status(StatusCode::kInvalidConfig,
+                  "--definitions " + path + ": " + std::to_string(report.errors.size()) +
+                      " items could not be applied; the first: " + report.errors.front());
+  }
+  spdlog::info("--definitions {} imported", path);
+  return Status::Ok();
 }
 
 Status Server::SetFdLimit() {

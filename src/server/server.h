@@ -80,6 +80,9 @@ class Server {
   // Works out fd_limit_ from RLIMIT_NOFILE and [limits] reserved_fds. kInvalidConfig when the
   // limit leaves too few for connections.
   Status SetFdLimit();
+  // --definitions: imports the file on the broker thread and waits for it; an error stops the
+  // start.
+  Status ImportAtStart(const std::string& path);
   // A listener: its acceptor and retry timer (I/O thread 0) and the codec of its connections.
   struct Listener {
     const char* protocol = "";

@@ -539,6 +539,16 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(self.send("DELETE", "/api/policies/%2F/pm-made", None, user="pm"),
                          (204, None))
         self.assertEqual(self.send("DELETE", "/api/policies/%2F/pm-made", None)[0], 404)
+        # A policymaker only in the vhosts it has permissions in.
+        self.wharfctl("add-vhost", "pm-elsewhere")
+        try:
+            status, answer = self.send("PUT", "/api/policies/pm-elsewhere/p", body, user="pm")
+            self.assertEqual((status, answer["reason"]),
+                             (401, "User not authorised to access virtual host"))
+            self.assertEqual(self.call("/api/policies/pm-elsewhere", user="pm")[0], 401)
+            self.assertNotIn("pm-elsewhere", [p["vhost"] for p in self.get("/api/policies", "pm")])
+        finally:
+            self.wharfctl("delete-vhost", "pm-elsewhere")
 
         # wharfctl shows the same.
         shown = self.wharfctl_output("list-policies", "--json")

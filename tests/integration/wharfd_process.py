@@ -3,6 +3,7 @@ address of this machine's, for the loopback_guest test) with a temporary data di
 optional config file), stopped with SIGTERM.
 """
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -57,6 +58,15 @@ class Wharfd:
     def read_log(self):
         with open(os.path.join(self.dir, "wharfd.log"), errors="replace") as f:
             return f.read()
+
+    def stop_and_remove(self):
+        """stop(); then the log's tail printed when the exit was not clean, and the directory
+        removed. The exit code."""
+        code = self.stop()
+        if code != 0:
+            print(self.read_log()[-20000:])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return code
 
     def stop(self):
         """SIGTERM; the exit code (-1 when it had to be killed)."""

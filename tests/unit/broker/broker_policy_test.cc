@@ -207,6 +207,23 @@ TEST_F(BrokerPolicyTest, AnExchangePolicyGivesAnAlternateExchange) {
     EXPECT_EQ(info.alternate_exchange, "unrouted");
   }
   EXPECT_TRUE(found);
+  // An exchange's own alternate exchange wins, and stays in its declared arguments (an export
+  // keeps it) even when the policy names the same one.
+  ExchangeSpec own;
+  own.name = "own";
+  own.alternate_exchange = "unrouted";
+  ASSERT_TRUE(broker_.DeclareExchange(kS, own).ok());
+  ASSERT_TRUE(broker_
+                  .SetPolicy(Policy("all-ae", ".*", {{"alternate-exchange", std::string("x")}}, 0,
+                                    "exchanges"))
+                  .ok());
+  for (const ExchangeInfo& info : broker_.ListExchanges("/")) {
+    if (info.name != "own") continue;
+    EXPECT_EQ(info.policy, "all-ae");
+    EXPECT_EQ(info.alternate_exchange, "unrouted");
+    EXPECT_EQ(info.arguments, (Headers{{"alternate-exchange", std::string("unrouted")}}));
+  }
+  ASSERT_TRUE(broker_.ClearPolicy("/", "all-ae").ok());
   ASSERT_TRUE(broker_.ClearPolicy("/", "ae").ok());
   ASSERT_TRUE(Publish("events", "nobody", "dropped").ok());
   EXPECT_TRUE(TakeAll("lost").empty());
@@ -219,6 +236,19 @@ TEST_F(BrokerPolicyTest, BadPoliciesAreRefusedAndChangeNothing) {
                 .code(),
             StatusCode::kVhostNotFound);
   EXPECT_TRUE(broker_.ListPolicies().empty());
+}
+
+TEST_F(BrokerPolicyTest, AVhostHoldsAtMostItsShareOfPolicies) {
+  for (size_t i = 0; i < kMaxPoliciesPerVhost; ++i) {
+    ASSERT_TRUE(broker_
+                    .SetPolicy(Policy("p" + std::to_string(i), "^q" + std::to_string(i) + "$",
+                                      {{"max-length", int64_t{1}}}))
+                    .ok());
+  }
+  Status refused = broker_.SetPolicy(Policy("one-more", ".*", {{"max-length", int64_t{1}}}));
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.ToString();
+  // Changing one that is there is not one more.
+  EXPECT_TRUE(broker_.SetPolicy(Policy("p0", ".*", {{"max-length", int64_t{2}}})).ok());
 }
 
 TEST_F(BrokerPolicyTest, PoliciesAreScopedToTheirVhostAndGoWithIt) {

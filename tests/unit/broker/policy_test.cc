@@ -82,6 +82,22 @@ TEST(PolicyValidation, RefusesWithTheReason) {
       Refusal(Policy("p", ".*", {{"retry-base-ms", int64_t{10}}, {"retry-max-ms", int64_t{5}}}))
           .find("larger than"),
       std::string::npos);
+  // One side alone is checked against the queue's default for the other: such a policy could
+  // apply to no queue without arguments of its own.
+  EXPECT_EQ(Refusal(Policy("p", ".*", {{"retry-base-ms", int64_t{300'001}}})),
+            "policy definition key 'retry-base-ms' = 300001 is larger than 'retry-max-ms' "
+            "(300000)");
+  EXPECT_EQ(Refusal(Policy("p", ".*", {{"lease-ms", int64_t{43'200'001}}})),
+            "policy definition key 'lease-ms' = 43200001 is larger than 'max-lease-ms' "
+            "(43200000)");
+  EXPECT_TRUE(ValidatePolicy(Policy("p", ".*",
+                                    {{"lease-ms", int64_t{50'000'000}},
+                                     {"max-lease-ms", int64_t{60'000'000}}}))
+                  .ok());
+  // A list or object (kept as JSON text in bytes) is for the keys Wharf only keeps.
+  EXPECT_TRUE(ValidatePolicy(Policy("p", ".*", {{"ha-params", Bytes{R"(["rabbit@a"])"}}})).ok());
+  EXPECT_EQ(Refusal(Policy("p", ".*", {{"dead-letter-exchange", Bytes{R"(["x"])"}}})),
+            "policy definition key 'dead-letter-exchange' must be a string");
 }
 
 TEST(PolicyMerge, TheLowerLimitWinsAndOtherwiseTheDeclaredArgument) {

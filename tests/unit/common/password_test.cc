@@ -149,5 +149,37 @@ TEST(Password, HashAboveTheIterationCapIsRefusedWithTheCountNamed) {
   EXPECT_TRUE(ValidatePasswordHash(HashPassword("x"), 1'000'000).ok());
 }
 
+// RabbitMQ 3.10.8's own hashes, from a definitions file it exported (rabbitmqctl
+// export_definitions; users made with these passwords over its HTTP API).
+TEST(Password, RabbitMqSha256HashesVerify) {
+  for (const auto& [hash, password] :
+       {std::pair{"6+vDw3jaliAOnpHH0EgShcIAuPZo5tk8gSGneo2cM35a99Mv", "secret"},
+        std::pair{"TY5/T046ay+2bp2/uKLC9Nx5R0w2HoAqd5A9ohIuwk7DdWls", "bobpw"},
+        std::pair{"V1KSvvA6M+Cz+36Vtzcywqla40BtEh9riNggoZdrVhACn6jI", "c"}}) {
+    const std::string encoded = std::string("rabbit-sha256$") + hash;
+    EXPECT_TRUE(ValidatePasswordHash(encoded).ok()) << encoded;
+    EXPECT_TRUE(VerifyPassword(password, encoded)) << password;
+    EXPECT_FALSE(VerifyPassword(std::string(password) + "x", encoded)) << password;
+    EXPECT_FALSE(VerifyPassword("", encoded));
+    EXPECT_EQ(RabbitMqHashingAlgorithm(encoded), "rabbit_password_hashing_sha256");
+  }
+  EXPECT_EQ(RabbitMqHashScheme("rabbit_password_hashing_sha256"), "rabbit-sha256");
+  EXPECT_EQ(RabbitMqHashScheme("rabbit_password_hashing_sha512"), "rabbit-sha512");
+  EXPECT_EQ(RabbitMqHashScheme("rabbit_password_hashing_md5"), "rabbit-md5");
+  EXPECT_EQ(RabbitMqHashScheme("bcrypt"), "");
+  EXPECT_EQ(RabbitMqHashingAlgorithm(HashPassword("x")), "");
+}
+
+TEST(Password, MalformedRabbitMqHashesAreRejected) {
+  // Not base64; a digest of the wrong length for its scheme; an unknown scheme.
+  for (const char* bad :
+       {"rabbit-sha256$!!!!", "rabbit-sha256$AAAA",
+        "rabbit-sha512$6+vDw3jaliAOnpHH0EgShcIAuPZo5tk8gSGneo2cM35a99Mv",
+        "rabbit-sha1$6+vDw3jaliAOnpHH0EgShcIAuPZo5tk8gSGneo2cM35a99Mv", "rabbit-sha256$"}) {
+    EXPECT_FALSE(ValidatePasswordHash(bad).ok()) << bad;
+    EXPECT_FALSE(VerifyPassword("secret", bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace wharf
