@@ -92,6 +92,12 @@ QueuePolicy Broker::EffectivePolicy(const QueueSpec& spec, const QueuePolicy& de
 
 void Broker::ApplyPolicy(const std::shared_ptr<Queue>& queue) {
   if (queue->deleted) return;
+  // Nothing applies and nothing did (every declaration and recovered queue of a broker without
+  // policies): its arguments are not parsed again.
+  if (queue->applied_policy().empty() &&
+      policies_.For(queue->vhost(), queue->name(), PolicyTarget::kQueue) == nullptr) {
+    return;
+  }
   // The declared policy: what the queue's own arguments say (they parsed when it was declared
   // or recovered; a recovered queue whose arguments no longer parse ran with the defaults).
   auto declared = ParseQueuePolicy(queue->spec().arguments, QueueRules::kLenient);
