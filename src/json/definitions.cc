@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/log_safe.h"
 #include "common/password.h"
 #include "json/policy.h"
 
@@ -88,41 +89,15 @@ Status ReadUser(const Item& item, DefinitionsUser* user) {
   std::string hash, algorithm = "rabbit_password_hashing_sha256";  // RabbitMQ's default
   WHARF_RETURN_IF_ERROR(item.Text("password_hash", &hash, true));
   WHARF_RETURN_IF_ERROR(item.Text("hashing_algorithm", &algorithm, false));
-  if (algorithm == kWharfHashing || hash.empty()) {
-    // Empty: RabbitMQ's user without a password (it logs in by other means only), which the
-    // import skips.
-    user->password_hash = hash;
-  } else if (std::string_view scheme = RabbitMqHashScheme(algorithm); !scheme.empty()) {
-    user->password_hash = std::string(scheme) + "$" + hash;
-  } else {
-    return Bad(item.where(), "hashing_algorithm '" + algorithm +
-                                 "' is not one Wharf verifies (rabbit_password_hashing_sha256, "
-                                 "_sha512, _md5, or wharf_pbkdf2_sha256)");
-  }
-  if (!hash.empty()) {
-    if (Status valid = ValidatePasswordHash(user->password_hash); !valid.ok()) {
-      return Bad(item.where(), "password_hash does not decode as its hashing_algorithm says");
-    }
-  }
-  auto tags = item.json().find("tags");
-  if (tags != item.json().end() && tags->is_string()) {
-    // RabbitMQ before 3.9 wrote "administrator,management".
-    std::string text = tags->get<std::string>();
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t comma = text.find(',', start);
-      std::string tag = text.substr(start, comma == std::string::npos ? comma : comma - start);
-      if (!tag.empty()) user->tags.push_back(tag);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  } else if (tags != item.json().end() && tags->is_array()) {
-    for (const Json& tag : *tags) {
-      if (!tag.is_string()) return Bad(item.where(), "\"tags\" must be strings");
-      user->tags.push_back(tag.get<std::string>());
-    }
-  } else if (tags != item.json().end() && !tags->is_null()) {
-    return Bad(item.where(), "\"tags\" must be an array or a string");
+  // Empty: RabbitMQ's user without a password (it logs in by other means only), which the
+  // import skips.
+  auto stored = StoredPasswordHash(hash, algorithm);
+  if (!stored.ok()) return Bad(item.where(), std::string(stored.status().message()));
+  user->password_hash = std::move(*stored);
+  if (auto tags = item.json().find("tags"); tags != item.json().end() && !tags->is_null()) {
+    auto read = TagsFromJson(*tags);
+    if (!read.ok()) return Bad(item.where(), std::string(read.status().message()));
+    user->tags = std::move(*read);
   }
   if (auto limits = item.json().find("limits"); limits != item.json().end()) {
     if (limits->is_object()) {
@@ -136,6 +111,58 @@ Status ReadUser(const Item& item, DefinitionsUser* user) {
   }
   return Status::Ok();
 }
+
+}  // namespace
+
+Result<std::string> StoredPasswordHash(const std::string& password_hash,
+                                       const std::string& hashing_algorithm) {
+  if (password_hash.empty()) return std::string();
+  std::string stored;
+  if (hashing_algorithm == kWharfHashing) {
+    stored = password_hash;
+  } else if (std::string_view scheme = RabbitMqHashScheme(hashing_algorithm); !scheme.empty()) {
+    stored = std::string(scheme) + "$" + password_hash;
+  } else {
+    return Status(StatusCode::kInvalidArgument,
+                  "hashing_algorithm '" + CutForDisplay(hashing_algorithm) +
+                      "' is not one Wharf verifies (rabbit_password_hashing_sha256, _sha512, "
+                      "_md5, or wharf_pbkdf2_sha256)");
+  }
+  if (!ValidatePasswordHash(stored).ok()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "password_hash does not decode as its hashing_algorithm says");
+  }
+  return stored;
+}
+
+Result<std::vector<std::string>> TagsFromJson(const Json& tags) {
+  std::vector<std::string> out;
+  if (tags.is_string()) {
+    const std::string text = tags.get<std::string>();
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = text.find(',', start);
+      const size_t end = comma == std::string::npos ? text.size() : comma;
+      size_t first = start, last = end;
+      while (first < last && text[first] == ' ') ++first;
+      while (last > first && text[last - 1] == ' ') --last;
+      if (last > first) out.push_back(text.substr(first, last - first));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return out;
+  }
+  if (!tags.is_array()) {
+    return Status(StatusCode::kInvalidArgument, "\"tags\" must be an array or a string");
+  }
+  for (const Json& tag : tags) {
+    if (!tag.is_string()) return Status(StatusCode::kInvalidArgument, "\"tags\" must be strings");
+    out.push_back(tag.get<std::string>());
+  }
+  return out;
+}
+
+namespace {
 
 // A stored hash as a definitions file gives it: (hashing_algorithm, password_hash).
 std::pair<std::string, std::string> ExportedHash(const std::string& encoded) {

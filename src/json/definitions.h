@@ -67,6 +67,18 @@ struct Definitions {
 Result<Definitions> DefinitionsFromJson(const Json& doc,
                                         std::optional<std::string_view> into_vhost = {});
 
+// The hash Wharf keeps (common/password.h) for RabbitMQ's `password_hash` under its
+// `hashing_algorithm` (rabbit_password_hashing_sha256, _sha512, _md5, or Wharf's
+// wharf_pbkdf2_sha256); "" stays "" (a user without a password). kInvalidArgument saying what
+// is wrong (an unknown algorithm, a hash that does not decode as it says).
+Result<std::string> StoredPasswordHash(const std::string& password_hash,
+                                       const std::string& hashing_algorithm);
+
+// RabbitMQ's "tags" of a user: a list of strings, or one string of tags separated by commas
+// (as before RabbitMQ 3.9; each trimmed of spaces, empty ones dropped). kInvalidArgument for
+// anything else.
+Result<std::vector<std::string>> TagsFromJson(const Json& tags);
+
 // The document RabbitMQ's GET /api/definitions answers, in its key order, for `product_version`
 // of Wharf. Users' hashes go out under their algorithm: RabbitMQ's as RabbitMQ wrote them (so
 // a RabbitMQ user exported from Wharf imports back into RabbitMQ), Wharf's PBKDF2 ones as

@@ -288,6 +288,21 @@ Reply Error(int status, const std::string& error, const std::string& reason) {
   return Reply{status, ErrorJson(error, reason)};
 }
 
+std::optional<Reply> ParseBody(const std::string& body, Json* out) {
+  *out = Json::object();
+  if (body.empty()) return std::nullopt;
+  if (json::NestedDeeperThan(body, kMaxBodyDepth)) {
+    return Error(400, "bad_request",
+                 "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
+  }
+  Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    return Error(400, "bad_request", "not_json");  // RabbitMQ's words
+  }
+  *out = std::move(parsed);
+  return std::nullopt;
+}
+
 Reply ErrorOf(const Status& status) {
   const std::string reason(status.message());
   switch (status.code()) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,10 @@ struct Reply {
   std::string allow;  // 405: the methods the path takes
 };
 Reply Error(int status, const std::string& error, const std::string& reason);
+// A request's JSON body into `out` (an object; {} when empty), or the 400 to answer: RabbitMQ's
+// "not_json" for what is not a JSON object, and a body nesting deeper than kMaxBodyDepth.
+inline constexpr int kMaxBodyDepth = 32;
+std::optional<Reply> ParseBody(const std::string& body, Json* out);
 // A broker Status as RabbitMQ's API answers it: 404 for what is not found, 401 for a refused
 // permission, 400 for an inequivalent or bad argument, 503 when the broker cannot take it;
 // the reason is the broker's text, RabbitMQ's where it has one.

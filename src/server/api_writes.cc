@@ -18,30 +18,11 @@ namespace {
 
 using json::Json;
 
-// A request body nests at most this deep (json/values.h, NestedDeeperThan).
-constexpr int kMaxBodyDepth = 32;
-
 // ApiSession ids: bit 62, never a connection's (small counters) nor an AMQP channel's (bit 63).
 constexpr uint64_t kApiSessionBit = uint64_t{1} << 62;
 
 api::Reply NotFound() { return api::Error(404, "Object Not Found", "Not Found"); }
 api::Reply Done(int status) { return api::Reply{status, nullptr}; }
-
-// The request's JSON body into `out` (an object; {} when empty), or the 400 to answer.
-std::optional<api::Reply> ParseBody(const std::string& body, Json* out) {
-  *out = Json::object();
-  if (body.empty()) return std::nullopt;
-  if (json::NestedDeeperThan(body, kMaxBodyDepth)) {
-    return api::Error(400, "bad_request",
-                      "the body nests deeper than " + std::to_string(kMaxBodyDepth) + " levels");
-  }
-  Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    return api::Error(400, "bad_request", "not_json");  // RabbitMQ's words
-  }
-  *out = std::move(parsed);
-  return std::nullopt;
-}
 
 // The body's "arguments" (typed, json/values.h) into `out`, or the 400 to answer.
 std::optional<api::Reply> ReadArguments(const Json& request, Headers* out) {
@@ -133,7 +114,7 @@ api::Reply ApiWrites::Run(const std::string& vhost, ApiSession::Operation operat
 api::Reply ApiWrites::PutQueue(const std::string& vhost, const std::string& name,
                                const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   bool ok = true;
   QueueSpec spec;
   spec.name = name;
@@ -184,7 +165,7 @@ api::Reply ApiWrites::Purge(const std::string& vhost, const std::string& name) {
 api::Reply ApiWrites::Get(const std::string& vhost, const std::string& name,
                           const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   // RabbitMQ's fields: ackmode and encoding are required.
   std::vector<std::string> missing;
   for (const char* key : {"ackmode", "encoding"}) {
@@ -309,7 +290,7 @@ api::Reply ApiWrites::Peek(const std::string& vhost, const std::string& name,
 api::Reply ApiWrites::Publish(const std::string& vhost, const std::string& exchange,
                               const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   Message message;
   auto payload = json::PayloadFromJson(request);
   if (!payload.ok()) return api::Error(400, "bad_request", std::string(payload.status().message()));
@@ -351,7 +332,7 @@ api::Reply ApiWrites::Publish(const std::string& vhost, const std::string& excha
 api::Reply ApiWrites::PutExchange(const std::string& vhost, const std::string& name,
                                   const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   if (auto refused = RefuseDefaultExchange(name)) return *refused;
   bool ok = true;
   ExchangeSpec spec;
@@ -415,7 +396,7 @@ api::Reply ApiWrites::Bind(const std::string& vhost, const std::string& source,
                            const std::string& destination_kind, const std::string& destination,
                            const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   BindingSpec binding = BindingOf(vhost, source, destination_kind, destination);
   const Json key = request.value("routing_key", Json(""));
   if (!key.is_string()) return api::Error(400, "bad_request", "routing_key must be a string");
@@ -452,9 +433,9 @@ api::Reply ApiWrites::Unbind(const std::string& vhost, const std::string& source
 }
 
 api::Reply ApiWrites::StartRedrive(const std::string& vhost, const std::string& queue,
-                                   const std::string& body) {
+                                   const std::string& body, Redrive kind) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   RedriveSpec spec;
   spec.queue = queue;
   bool ok = true;
@@ -477,6 +458,18 @@ api::Reply ApiWrites::StartRedrive(const std::string& vhost, const std::string& 
     auto parsed = id->is_string() ? json::ParseMessageId(id->get<std::string>()) : std::nullopt;
     if (!parsed) return api::Error(400, "bad_request", "message_id is a hex message id");
     spec.message_id = *parsed;
+  }
+  if (kind == Redrive::kMove) {
+    if (spec.to.empty()) return api::Error(400, "bad_request", "a move needs \"to\", a queue");
+    if (spec.message_id != 0) {
+      return api::Error(400, "bad_request", "a move takes no message_id (see requeue)");
+    }
+    if (!request.contains("rate")) spec.rate = 100'000;  // as fast as the broker allows
+  } else if (kind == Redrive::kRequeue) {
+    if (spec.message_id == 0) {
+      return api::Error(400, "bad_request", "a requeue needs \"message_id\", a hex message id");
+    }
+    spec.limit = 1;
   }
   return Run(vhost, [spec = std::move(spec)](ApiSession& session, broker::Broker& broker) {
     session.on_redrive = [&session](const Result<RedriveInfo>& info) {
@@ -571,7 +564,7 @@ api::Reply ApiWrites::CancelDelayed(const std::string& vhost, const std::string&
 api::Reply ApiWrites::PutPolicy(const std::string& vhost, const std::string& name,
                                 const std::string& body) {
   Json request;
-  if (auto refused = ParseBody(body, &request)) return *refused;
+  if (auto refused = api::ParseBody(body, &request)) return *refused;
   PolicyInfo policy;
   if (Status read = json::PolicyFromJson(request, &policy); !read.ok()) {
     return api::Error(400, "bad_request", std::string(read.message()));

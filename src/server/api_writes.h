@@ -17,6 +17,8 @@
 //   POST   /api/queues/{vhost}/{name}/redrive    Wharf's redrive of a dead-letter queue: 201
 //   GET    /api/queues/{vhost}/{name}/redrive    its progress
 //   DELETE /api/queues/{vhost}/{name}/redrive    cancel it
+//   POST   /api/queues/{vhost}/{name}/move       Wharf's move of the ready messages: {"to"}: 201
+//   POST   /api/queues/{vhost}/{name}/requeue    Wharf's requeue of one: {"message_id"}: 201
 //   GET    /api/queues/{vhost}/{name}/delayed    delayed messages: ?after=MS:ID&limit=N
 //   DELETE /api/queues/{vhost}/{name}/delayed/{id}  cancel one: 204, 404 when not waiting
 //   PUT    /api/policies/{vhost}/{name}          a policy (docs/policies.md): 201 made, 204
@@ -76,8 +78,13 @@ class ApiWrites {
   api::Reply Unbind(const std::string& vhost, const std::string& source,
                     const std::string& destination_kind, const std::string& destination,
                     const std::string& properties_key);
+  // A redrive of a dead-letter queue; a move of every ready message to "to" (wharfctl move: as
+  // fast as the broker allows unless "rate" says otherwise); a requeue of one ready message,
+  // "message_id", to the queue it died in or "to" (wharfctl requeue). 201 with the redrive,
+  // whose progress GET .../redrive follows.
+  enum class Redrive { kRedrive, kMove, kRequeue };
   api::Reply StartRedrive(const std::string& vhost, const std::string& queue,
-                          const std::string& body);
+                          const std::string& body, Redrive kind = Redrive::kRedrive);
   api::Reply RedriveProgress(const std::string& vhost, const std::string& queue);
   api::Reply CancelRedrive(const std::string& vhost, const std::string& queue);
   api::Reply ListDelayed(const std::string& vhost, const std::string& queue,

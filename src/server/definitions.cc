@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <asio/post.hpp>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -12,8 +11,8 @@
 
 #include "broker/broker.h"
 #include "broker/exchange.h"
-#include "broker/session_peer.h"
 #include "common/log_safe.h"
+#include "server/internal_session.h"
 #include "server/user_changes.h"
 #include "server/user_directory.h"
 
@@ -21,28 +20,6 @@ namespace wharf::server {
 namespace {
 
 using json::Json;
-
-// The import's broker sessions: internal and trusted, one per vhost. They never consume, so
-// nothing reaches them but AnswerWhenDurable's answer.
-constexpr uint64_t kImportSessionBit = uint64_t{1} << 61;
-std::atomic<uint64_t> next_import_session{1};
-
-class ImportPeer final : public broker::SessionPeer {
- public:
-  void Deliver(broker::Delivery) override {}
-  void CompleteReceive(uint64_t, std::vector<broker::Delivery>) override {}
-  void PublishDone(uint64_t, const PublishResult&, const Status&) override {}
-  void CancelDelayedDone(uint64_t, const Result<bool>&) override {}
-  void ListDelayedDone(uint64_t, const Result<DelayedPage>&) override {}
-  void PeekDone(uint64_t, const Result<PeekPage>&) override {}
-  void RedriveDone(uint64_t, const Result<RedriveInfo>&) override {}
-  void PurgeDone(uint64_t, const Result<uint64_t>&) override {}
-  void DeleteQueueDone(uint64_t, const Result<uint64_t>&) override {}
-  void ConsumerCancelled(const std::string&, std::string_view) override {}
-  void AckTimedOut(uint64_t, const std::string&, uint32_t) override {}
-  void Flush() override {}
-  bool Writable() const override { return true; }
-};
 
 // Never imported, whatever the file says: Wharf's guest is its own loopback-only administrator
 // (or absent, with [auth] loopback_guest = false); a stored "guest" with RabbitMQ's guest/guest
@@ -206,20 +183,14 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
   uint64_t SessionIn(const std::string& vhost) {
     if (auto it = sessions_.find(vhost); it != sessions_.end()) return it->second;
     if (!broker().HasVhost(vhost)) return 0;
-    const uint64_t id = kImportSessionBit | next_import_session.fetch_add(1);
-    broker::SessionOptions options;
-    options.vhost = vhost;
-    options.amqp = true;  // RabbitMQ's rules for names and arguments
-    options.internal = true;
-    options.trusted = true;
-    Status s = broker().OpenSession(id, "(definitions import)", std::make_shared<ImportPeer>(),
-                                    "definitions", options);
-    if (!s.ok()) {
-      Error("vhost " + Quoted(vhost) + ": " + std::string(s.message()));
+    // Internal and trusted (server/internal_session.h), one per vhost.
+    auto id = OpenInternalSession(context_, vhost, "definitions import");
+    if (!id.ok()) {
+      Error("vhost " + Quoted(vhost) + ": " + std::string(id.status().message()));
       return 0;
     }
-    sessions_[vhost] = id;
-    return id;
+    sessions_[vhost] = *id;
+    return *id;
   }
 
   void Topology() {

@@ -10,6 +10,7 @@
 #include "broker/broker.h"
 #include "json/policy.h"
 #include "server/api_listing.h"
+#include "server/api_users.h"
 #include "server/api_writes.h"
 #include "wharf/version.h"
 
@@ -61,13 +62,21 @@ class HttpApi::Call {
   Reply Run() {
     const std::string& what = path_.empty() ? std::string() : path_[0];
     if (auto write = Write(what)) return *write;
-    if (request_.method != "GET" && request_.method != "HEAD") {
+    if (auto change = UserWrite(what)) return *change;
+    const size_t n = path_.size();
+    // Paths without GET: a limit, bulk-delete.
+    const bool limit = (what == "user-limits" || what == "vhost-limits") && n == 3;
+    const bool bulk = what == "users" && n == 2 && path_[1] == "bulk-delete";
+    if ((request_.method != "GET" && request_.method != "HEAD") || limit || bulk) {
       Reply refused = Error(405, "method_not_allowed", request_.method + " is not allowed here");
-      refused.allow =
-          (what == "queues" || what == "exchanges" || what == "policies") && path_.size() == 3
-              ? "GET, HEAD, PUT, DELETE"
-          : what == "definitions" && path_.size() <= 2 ? "GET, HEAD, POST"
-                                                       : "GET, HEAD";
+      const bool object = (n == 3 && (what == "queues" || what == "exchanges" ||
+                                      what == "policies" || what == "permissions")) ||
+                          (n == 2 && !bulk && (what == "users" || what == "vhosts"));
+      refused.allow = object                            ? "GET, HEAD, PUT, DELETE"
+                      : bulk                            ? "POST"
+                      : limit                           ? "PUT, DELETE"
+                      : what == "definitions" && n <= 2 ? "GET, HEAD, POST"
+                                                        : "GET, HEAD";
       return refused;
     }
     if (what == "overview" && path_.size() == 1) return Overview();
@@ -80,6 +89,9 @@ class HttpApi::Call {
     if (what == "consumers" && path_.size() <= 2) return Consumers();
     if (what == "users") return Users();
     if (what == "permissions" && path_.size() == 1) return Permissions("", "");
+    if (what == "permissions" && path_.size() == 3) return Permission(path_[1], path_[2]);
+    if (what == "user-limits" && path_.size() <= 2) return UserLimits();
+    if (what == "vhost-limits" && path_.size() <= 2) return VhostLimits();
     if (what == "policies") return Policies();
     if (what == "definitions" && path_.size() <= 2) return ExportDefinitions();
     return NotFound();
@@ -107,6 +119,12 @@ class HttpApi::Call {
         if (method == "POST") run = [&] { return writes.StartRedrive(vhost, name, request_.body); };
         if (reading) run = [&] { return writes.RedriveProgress(vhost, name); };
         if (method == "DELETE") run = [&] { return writes.CancelRedrive(vhost, name); };
+      } else if (n == 4 && (tail == "move" || tail == "requeue") && method == "POST") {
+        run = [&] {
+          return writes.StartRedrive(
+              vhost, name, request_.body,
+              tail == "move" ? ApiWrites::Redrive::kMove : ApiWrites::Redrive::kRequeue);
+        };
       } else if (n == 4 && tail == "delayed" && reading) {
         run = [&] { return writes.ListDelayed(vhost, name, request_.params); };
       }
@@ -156,6 +174,44 @@ class HttpApi::Call {
       if (n == 6 && reading) return BindingsBetween(source, path_[4], path_[5]);
     }
     return std::nullopt;
+  }
+
+  // The changes of server/api_users.h (administrator), or nullopt for another path or method.
+  std::optional<Reply> UserWrite(const std::string& what) const {
+    const std::string& method = request_.method;
+    const std::string& body = request_.body;
+    const size_t n = path_.size();
+    const bool put = method == "PUT", del = method == "DELETE";
+    std::function<Reply(ApiUsers&)> run;
+    if (what == "users" && n == 2 && path_[1] == "bulk-delete") {
+      if (method == "POST") run = [&](ApiUsers& users) { return users.BulkDeleteUsers(body); };
+    } else if (what == "users" && n == 2 && (put || del)) {
+      run = [&](ApiUsers& users) {
+        return put ? users.PutUser(path_[1], body) : users.DeleteUser(path_[1]);
+      };
+    } else if (what == "permissions" && n == 3 && (put || del)) {
+      run = [&](ApiUsers& users) {
+        return put ? users.PutPermissions(path_[1], path_[2], body)
+                   : users.DeletePermissions(path_[1], path_[2]);
+      };
+    } else if (what == "vhosts" && n == 2 && (put || del)) {
+      run = [&](ApiUsers& users) {
+        return put ? users.PutVhost(path_[1], body) : users.DeleteVhost(path_[1]);
+      };
+    } else if (what == "user-limits" && n == 3 && (put || del)) {
+      run = [&](ApiUsers& users) {
+        return users.SetUserLimit(path_[1], path_[2], put ? &body : nullptr);
+      };
+    } else if (what == "vhost-limits" && n == 3 && (put || del)) {
+      run = [&](ApiUsers& users) {
+        return users.SetVhostLimit(path_[1], path_[2], put ? &body : nullptr);
+      };
+    }
+    if (!run) return std::nullopt;
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    ApiUsers users(ApiUsers::Context{api_.config_.server, api_.config_.post_to_broker,
+                                     access_->user(), request_.credentials.peer_address});
+    return run(users);
   }
 
   bool Monitoring() const { return access_->HasTag(broker::kMonitoringTags); }
@@ -523,6 +579,54 @@ class HttpApi::Call {
     Reply refused = Error(400, "bad_request", report.errors.front());
     refused.body["report"] = report.ToJson();
     return refused;
+  }
+
+  // GET /api/permissions/{vhost}/{user} (administrator): 404 when there are none.
+  Reply Permission(const std::string& vhost, const std::string& user) const {
+    if (!Administrator()) return NotAuthorised("Not administrator user");
+    auto known = api_.config_.users->Find(user);
+    if (!known) return NotFound();
+    for (const UserPermission& p : known->permissions) {
+      if (p.vhost == vhost) return Reply{200, api::PermissionJson(user, p)};
+    }
+    return NotFound();
+  }
+
+  // GET /api/user-limits[/{user}]: RabbitMQ's [{"user", "value": {limit: N}}], of the users
+  // with a limit. An administrator sees everyone's, another user its own.
+  Reply UserLimits() const {
+    std::vector<UserInfo> users = api_.config_.users->List();
+    if (path_.size() == 2 && std::none_of(users.begin(), users.end(),
+                                          [&](const UserInfo& u) { return u.name == path_[1]; })) {
+      return NotFound();
+    }
+    Json items = Json::array();
+    for (const UserInfo& u : users) {
+      if (path_.size() == 2 && u.name != path_[1]) continue;
+      if (!Administrator() && u.name != access_->user()) continue;
+      Json value = api::UserJson(u)["limits"];
+      if (!value.empty()) items.push_back(Json{{"user", u.name}, {"value", std::move(value)}});
+    }
+    return List(std::move(items));
+  }
+
+  // GET /api/vhost-limits[/{vhost}]: [{"vhost", "value": {limit: N}}], of the vhosts with a
+  // limit that the user may list.
+  Reply VhostLimits() const {
+    if (path_.size() == 2) {
+      if (auto refused = CheckVhost(path_[1])) return *refused;
+    }
+    auto vhosts = api_.Ask<std::vector<VhostInfo>>(
+        [](const broker::Broker& broker) { return broker.ListVhosts(); });
+    if (!vhosts) return BrokerBusy();
+    Json items = Json::array();
+    for (const VhostInfo& v : *vhosts) {
+      if (path_.size() == 2 && v.name != path_[1]) continue;
+      if (!ListsVhost(v.name)) continue;
+      Json value = api::VhostJson(v, {})["limits"];
+      if (!value.empty()) items.push_back(Json{{"vhost", v.name}, {"value", std::move(value)}});
+    }
+    return List(std::move(items));
   }
 
   // Permissions of `user` and/or in `vhost` ("" = any) (administrator).

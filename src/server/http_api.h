@@ -9,13 +9,16 @@
 //   GET /api/bindings[/{vhost}]
 //   GET /api/connections, /api/vhosts/{vhost}/connections
 //   GET /api/consumers[/{vhost}]
-//   GET /api/users[/{name}[/permissions]], /api/permissions, /api/vhosts/{vhost}/permissions
+//   GET /api/users[/{name}[/permissions]], /api/permissions[/{vhost}/{user}],
+//       /api/vhosts/{vhost}/permissions
+//   GET /api/user-limits[/{user}], /api/vhost-limits[/{vhost}]
 //   GET /api/policies[/{vhost}[/{name}]]
 //   GET and POST /api/definitions[/{vhost}] (administrator; server/definitions.h)
 // A path segment is percent-decoded on its own, so the vhost "/" is %2F as with RabbitMQ.
 // Lists take RabbitMQ's query (server/api_listing.h): filtering, sorting, columns, pages.
 // Requests that change something or read messages (PUT and DELETE of queues, purge, get,
-// publish, Wharf's peek) are server/api_writes.h's.
+// publish, Wharf's peek, redrive, move and requeue) are server/api_writes.h's; the changes of
+// users, permissions, vhosts and limits server/api_users.h's.
 //
 // Every request needs a broker user (HTTP Basic, or a verified client certificate; the same
 // checks as a protocol login, server/http_auth.h) with a management tag (management,
@@ -42,6 +45,7 @@
 #include "server/api_json.h"
 #include "server/definitions.h"
 #include "server/http_auth.h"
+#include "server/server_context.h"
 #include "server/user_directory.h"
 
 namespace wharf::broker {
@@ -63,6 +67,9 @@ class HttpApi {
     // Runs a function on the broker thread, later, as a batch of broker work (flushed after).
     std::function<void(std::function<void()>)> post_to_broker;
     api::NodeFacts node;
+    // The server's context, for the changes of users and vhosts (server/api_users.h); touched
+    // on the broker thread only.
+    const ServerContext* server = nullptr;
     // Imports definitions (server/definitions.h); called on the broker thread, answers there.
     std::function<void(json::Definitions, std::function<void(ImportReport)>)> import_definitions;
   };

@@ -86,18 +86,25 @@ HttpAuth::Answer HttpAuth::CheckPassword(const std::string& user, std::string pa
       answer = Refuse(guest.code() == StatusCode::kAccessRefused ? 403 : 401,
                       std::string(guest.message()), user);
     }
+  } else if (known && verified_.Verified(user, password, known->password_hash, now)) {
+    return answer;  // checked less than a minute ago, against the hash it still has
   } else {
     // An unknown user is checked against the dummy hash: the same time, the same answer.
+    const std::string stored = known ? known->password_hash : std::string();
     auto matched = std::make_shared<std::promise<bool>>();
     auto result = matched->get_future();
-    if (!checker_->Submit(std::move(password), known ? known->password_hash : std::string(),
+    if (!checker_->Submit(password, stored,
                           [matched](bool matches) { matched->set_value(matches); })) {
       return Refuse(503, "the broker is busy checking other logins; try again later", user);
     }
     if (result.wait_for(kCheckTimeout) != std::future_status::ready) {
       return Refuse(503, "the password check did not finish in time; try again later", user);
     }
-    if (!result.get()) answer = Refuse(401, "wrong user name or password", user);
+    if (!result.get()) {
+      answer = Refuse(401, "wrong user name or password", user);
+    } else if (known) {
+      verified_.Remember(user, password, stored, std::chrono::steady_clock::now());
+    }
   }
   if (answer.status == 200) {
     throttle_->Succeeded(peer_address);

@@ -13,6 +13,9 @@
 // A user who logs in but has neither the monitoring nor the administrator tag (broker/access.h)
 // gets 403, as from RabbitMQ's management API.
 //
+// A password that passed is remembered a minute (server/credential_cache.h): a console polling
+// every few seconds costs one PBKDF2 check a minute, not one per request.
+//
 // Thread safety: thread-safe. Check blocks its caller (an HTTP worker) for one password check
 // at most.
 #pragma once
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <string>
 
+#include "server/credential_cache.h"
 #include "server/login_checker.h"
 #include "server/login_throttle.h"
 #include "server/user_directory.h"
@@ -62,6 +66,7 @@ class HttpAuth {
   const UserDirectory* const users_;
   LoginChecker* const checker_;
   LoginThrottle* const throttle_;
+  mutable CredentialCache verified_;
 };
 
 }  // namespace wharf::server

@@ -332,132 +332,67 @@ void NativeSession::HandleUserRequest(uint64_t rid, const wire::Frame& frame) {
     }
     return Reply(rid, std::move(reply));
   }
-  // One change at a time (server/user_changes.h): each reads the user as the last one left it.
-  context_->user_changes->Run([self = shared_from_this(), rid, frame](std::function<void()> done) {
-    self->ChangeUser(rid, frame, std::move(done));
-  });
+  auto change = UserChangeOf(frame);
+  if (!change.ok()) return ReplyStatus(rid, change.status());
+  ChangeUser(*context_, std::move(*change), Actor(),
+             [self = shared_from_this(), rid](const UserChangeDone& done) {
+               self->ReplyLater(rid, done.status);
+             });
 }
 
-void NativeSession::ChangeUser(uint64_t rid, const wire::Frame& frame, std::function<void()> done) {
-  UserDirectory& users = *context_->users;
-  auto refuse = [&](const Status& s) {
-    ReplyStatus(rid, s);
-    Flush();  // it may run after the batch that read it, behind another change
-    done();
-  };
-  store::StoreBatch batch;
-  std::function<void()> apply;
-  if (frame.body_case() == wire::Frame::kPutUser) {
-    const auto& put = frame.put_user();
-    Status s = users.CheckChange(put.name(), &put.password_hash());
-    if (!s.ok()) return refuse(s);
-    // A replaced user keeps its limits, other tags and permissions (as RabbitMQ's
-    // change_password); `admin` sets or clears its administrator tag. A new user has no
-    // permissions, as after rabbitmqctl add_user.
-    auto existing = users.Stored(put.name());
-    store::StoredUser user =
-        existing ? *existing : store::StoredUser{put.name(), "", false, {}, {}, {}};
-    user.password_hash = put.password_hash();
-    std::erase(user.tags, "administrator");
-    if (put.admin()) user.tags.insert(user.tags.begin(), "administrator");
-    user.admin = put.admin();
-    batch.Add(store::StoreBatch::PutUser{user});
-    apply = [&users, user] { users.Put(user); };
-  } else if (frame.body_case() == wire::Frame::kSetUserLimits ||
-             frame.body_case() == wire::Frame::kSetUserTags ||
-             frame.body_case() == wire::Frame::kSetPermissions ||
-             frame.body_case() == wire::Frame::kClearPermissions) {
-    auto user = ChangedUser(frame);
-    if (!user.ok()) return refuse(user.status());
-    batch.Add(store::StoreBatch::PutUser{*user});
-    apply = [&users, user = *user] { users.Put(user); };
-  } else {
-    const std::string& name = frame.delete_user().name();
-    Status s = users.CheckChange(name, nullptr);
-    if (s.ok() && !users.Find(name)) {
-      s = Status(StatusCode::kPreconditionFailed,
-                 "user '" + CutForDisplay(name) + "' does not exist");
-    }
-    if (!s.ok()) return refuse(s);
-    batch.Add(store::StoreBatch::RemoveUser{name});
-    // As RabbitMQ's delete_user: the user's open connections are closed.
-    apply = [&users, name, context = context_] {
-      users.Remove(name);
-      context->close_connections_of(name, "user '" + CutForDisplay(name) + "' is deleted");
-    };
-  }
-  // Answered once it is on disk; the change takes effect for logins from then on.
-  context_->store->Commit(std::move(batch), /*sync=*/true,
-                          [self = shared_from_this(), rid, apply, done](Status status) {
-                            if (status.ok()) apply();
-                            spdlog::info("conn={} user={} user change {}: {}", self->id_,
-                                         LogSafe(self->user_), rid,
-                                         LogSafe(status.ToString(), kLogSafeStatusBytes));
-                            self->ReplyStatus(rid, status);
-                            self->Flush();
-                            done();
-                          });
-}
-
-Result<store::StoredUser> NativeSession::ChangedUser(const wire::Frame& frame) const {
-  UserDirectory& users = *context_->users;
-  const std::string& name =
-      frame.body_case() == wire::Frame::kSetUserLimits    ? frame.set_user_limits().name()
-      : frame.body_case() == wire::Frame::kSetUserTags    ? frame.set_user_tags().name()
-      : frame.body_case() == wire::Frame::kSetPermissions ? frame.set_permissions().name()
-                                                          : frame.clear_permissions().name();
-  const char* what = frame.body_case() == wire::Frame::kSetUserLimits ? "limits"
-                     : frame.body_case() == wire::Frame::kSetUserTags ? "tags"
-                                                                      : "permissions";
-  WHARF_RETURN_IF_ERROR(users.CheckStoredChange(name, what));
-  auto stored = users.Stored(name);  // there: both calls run on this thread
-  if (!stored) return Status(StatusCode::kInternal, "user vanished");
-  store::StoredUser user = std::move(*stored);
+Result<UserChange> NativeSession::UserChangeOf(const wire::Frame& frame) const {
+  UserChange change;
   switch (frame.body_case()) {
+    case wire::Frame::kPutUser:
+      change.kind = UserChange::Kind::kPut;
+      change.name = frame.put_user().name();
+      change.password_hash = frame.put_user().password_hash();
+      change.admin = frame.put_user().admin();
+      break;
+    case wire::Frame::kDeleteUser:
+      change.kind = UserChange::Kind::kDelete;
+      change.name = frame.delete_user().name();
+      break;
     case wire::Frame::kSetUserLimits: {
       const auto& set = frame.set_user_limits();
-      // Negative: no limit (stored as such: -1).
-      if (set.has_max_connections())
-        user.limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
-      if (set.has_max_channels())
-        user.limits.max_channels = std::max<int64_t>(set.max_channels(), -1);
+      change.kind = UserChange::Kind::kLimits;
+      change.name = set.name();
+      if (set.has_max_connections()) change.max_connections = set.max_connections();
+      if (set.has_max_channels()) change.max_channels = set.max_channels();
       break;
     }
     case wire::Frame::kSetUserTags: {
-      user.tags.clear();
-      for (const std::string& tag : frame.set_user_tags().tags()) {
-        if (tag.empty() || tag.size() > 255) {
-          return Status(StatusCode::kInvalidArgument, "a tag must be 1 to 255 bytes long");
-        }
-        if (std::find(user.tags.begin(), user.tags.end(), tag) == user.tags.end()) {
-          user.tags.push_back(tag);
-        }
-      }
-      user.admin =
-          std::find(user.tags.begin(), user.tags.end(), "administrator") != user.tags.end();
+      const auto& set = frame.set_user_tags();
+      change.kind = UserChange::Kind::kTags;
+      change.name = set.name();
+      change.tags.emplace(set.tags().begin(), set.tags().end());
       break;
     }
     case wire::Frame::kSetPermissions: {
       const auto& set = frame.set_permissions();
-      UserPermission permission{set.vhost(), set.configure(), set.write(), set.read()};
-      if (permission.vhost.empty()) permission.vhost = "/";
-      WHARF_RETURN_IF_ERROR(CheckVhost(permission.vhost));
-      // Compiled here so a bad pattern is refused now, naming itself.
-      WHARF_RETURN_IF_ERROR(broker::Access::Make(name, {}, {permission}).status());
-      std::erase_if(user.permissions,
-                    [&](const UserPermission& p) { return p.vhost == permission.vhost; });
-      user.permissions.push_back(std::move(permission));
+      change.kind = UserChange::Kind::kSetPermissions;
+      change.name = set.name();
+      change.permission = UserPermission{set.vhost(), set.configure(), set.write(), set.read()};
       break;
     }
-    default: {
-      std::string vhost = frame.clear_permissions().vhost();
-      if (vhost.empty()) vhost = "/";
-      WHARF_RETURN_IF_ERROR(CheckVhost(vhost));
-      std::erase_if(user.permissions, [&](const UserPermission& p) { return p.vhost == vhost; });
+    case wire::Frame::kClearPermissions:
+      change.kind = UserChange::Kind::kClearPermissions;
+      change.name = frame.clear_permissions().name();
+      change.permission.vhost = frame.clear_permissions().vhost();
       break;
-    }
+    default:
+      return Status(StatusCode::kInternal, "not a user change");
   }
-  return user;
+  return change;
+}
+
+void NativeSession::ReplyLater(uint64_t rid, const Status& status) {
+  ReplyStatus(rid, status);
+  Flush();
+}
+
+std::string NativeSession::Actor() const {
+  return fmt::format("conn={} user={}", id_, LogSafe(user_));
 }
 
 Status NativeSession::CheckVhost(const std::string& vhost) const {
@@ -482,41 +417,24 @@ void NativeSession::HandleVhostRequest(uint64_t rid, const wire::Frame& frame) {
     }
     case wire::Frame::kAddVhost: {
       const auto& add = frame.add_vhost();
-      Status s = broker.AddVhost(add.name(), add.description());
-      if (!s.ok()) return ReplyStatus(rid, s);
-      spdlog::info("conn={} user={} added vhost {}", id_, LogSafe(user_), LogSafe(add.name()));
-      return ReplyWhenDurable(rid);
+      AddVhost(
+          *context_, add.name(), add.description(), Actor(),
+          [self = shared_from_this(), rid](const Status& s, bool) { self->ReplyLater(rid, s); });
+      return;
     }
     case wire::Frame::kSetVhostLimits: {
       const auto& set = frame.set_vhost_limits();
-      auto vhosts = broker.ListVhosts();
-      auto it = std::find_if(vhosts.begin(), vhosts.end(),
-                             [&](const VhostInfo& v) { return v.name == set.name(); });
-      if (it == vhosts.end()) return ReplyStatus(rid, CheckVhost(set.name()));
-      VhostLimits limits = it->limits;
-      // Negative: no limit (stored as such: -1).
-      if (set.has_max_connections()) {
-        limits.max_connections = std::max<int64_t>(set.max_connections(), -1);
-      }
-      if (set.has_max_queues()) limits.max_queues = std::max<int64_t>(set.max_queues(), -1);
-      Status s = broker.SetVhostLimits(set.name(), limits);
-      if (!s.ok()) return ReplyStatus(rid, s);
-      return ReplyWhenDurable(rid);
-    }
-    default: {
-      const std::string name = frame.delete_vhost().name();
-      // "/" and a vhost that does not exist are refused before anything changes.
-      if (name == broker::kDefaultVhost) return ReplyStatus(rid, broker.DeleteVhost(name));
-      if (Status exists = CheckVhost(name); !exists.ok()) return ReplyStatus(rid, exists);
-      // The users' permissions in it go first, in a write of their own, then the vhost: a crash
-      // between the two leaves the vhost with no one's permissions (its deletion may be asked
-      // again), never a vhost made again under its name open to the users of the old one.
-      context_->user_changes->Run(
-          [self = shared_from_this(), rid, name](std::function<void()> done) {
-            self->DeleteVhost(rid, name, std::move(done));
-          });
+      SetVhostLimits(
+          *context_, set.name(),
+          set.has_max_connections() ? std::optional<int64_t>(set.max_connections()) : std::nullopt,
+          set.has_max_queues() ? std::optional<int64_t>(set.max_queues()) : std::nullopt, Actor(),
+          [self = shared_from_this(), rid](const Status& s) { self->ReplyLater(rid, s); });
       return;
     }
+    default:
+      DeleteVhost(*context_, frame.delete_vhost().name(), Actor(),
+                  [self = shared_from_this(), rid](const Status& s) { self->ReplyLater(rid, s); });
+      return;
   }
 }
 
@@ -608,53 +526,6 @@ void NativeSession::HandleDefinitionsRequest(uint64_t rid, const wire::Frame& fr
                       self->Reply(rid, std::move(reply));
                       self->Flush();
                     });
-}
-
-void NativeSession::DeleteVhost(uint64_t rid, const std::string& vhost,
-                                std::function<void()> done) {
-  UserDirectory& users = *context_->users;
-  // Then the vhost with everything in it, answered once that is on disk.
-  auto remove = [self = shared_from_this(), rid, vhost, done](const Status& forgotten) {
-    if (!forgotten.ok()) {
-      self->ReplyStatus(rid, forgotten);
-      self->Flush();
-      return done();
-    }
-    Status s = self->context_->broker->DeleteVhost(vhost);
-    if (!s.ok()) {
-      self->ReplyStatus(rid, s);
-      self->Flush();
-      return done();
-    }
-    spdlog::info("conn={} user={} deleted vhost {}", self->id_, LogSafe(self->user_),
-                 LogSafe(vhost));
-    // As RabbitMQ's delete_vhost: its connections are closed.
-    self->context_->close_connections_in(vhost, "vhost '" + CutForDisplay(vhost) + "' is deleted");
-    self->ReplyWhenDurable(rid);
-    self->Flush();
-    done();
-  };
-  store::StoreBatch batch;
-  std::vector<store::StoredUser> changed;
-  for (const UserInfo& info : users.List()) {
-    auto stored = users.Stored(info.name);  // config and built-in users are not stored
-    if (!stored) continue;
-    if (std::erase_if(stored->permissions,
-                      [&](const UserPermission& p) { return p.vhost == vhost; }) == 0) {
-      continue;
-    }
-    batch.Add(store::StoreBatch::PutUser{*stored});
-    changed.push_back(std::move(*stored));
-  }
-  if (changed.empty()) return remove(Status::Ok());
-  context_->store->Commit(std::move(batch), /*sync=*/true,
-                          [self = shared_from_this(), changed = std::move(changed),
-                           remove = std::move(remove)](Status status) {
-                            if (status.ok()) {
-                              for (const auto& user : changed) self->context_->users->Put(user);
-                            }
-                            remove(status);
-                          });
 }
 
 void NativeSession::HandleBackup(uint64_t rid, const std::string& directory) {

@@ -22,6 +22,7 @@
 #include "protocol/codec.h"
 #include "server/server_context.h"
 #include "server/session_core.h"
+#include "server/user_admin.h"
 
 namespace wharf::server {
 
@@ -72,17 +73,15 @@ class NativeSession final : public broker::SessionPeer,
   void HandlePolicyRequest(uint64_t rid, const protocol::wire::Frame& frame);
   // Definitions export and import (server/definitions.h): the administrator tag.
   void HandleDefinitionsRequest(uint64_t rid, const protocol::wire::Frame& frame);
-  // DeleteVhost, run by UserChanges: every stored user's permissions in `vhost` go (as
-  // RabbitMQ's delete_vhost) in one write, then the vhost with everything in it; `done` once
-  // answered.
-  void DeleteVhost(uint64_t rid, const std::string& vhost, std::function<void()> done);
   // Admins only: the store's online backup (docs/operations.md, "Backup and restore").
   void HandleBackup(uint64_t rid, const std::string& directory);
-  // A change of a user, run by UserChanges; calls `done` once answered.
-  void ChangeUser(uint64_t rid, const protocol::wire::Frame& frame, std::function<void()> done);
-  // A stored user as SetUserLimits, SetUserTags, SetPermissions or ClearPermissions leaves it;
-  // refused for a config or built-in user, a bad tag, pattern or vhost.
-  Result<store::StoredUser> ChangedUser(const protocol::wire::Frame& frame) const;
+  // The user change `frame` asks for (server/user_admin.h), or why not.
+  Result<UserChange> UserChangeOf(const protocol::wire::Frame& frame) const;
+  // Replies to `rid` with the status, then flushes (an answer that comes after the request's
+  // batch).
+  void ReplyLater(uint64_t rid, const Status& status);
+  // "conn=7 user=alice", who asks, for user_admin's log.
+  std::string Actor() const;
   // kVhostNotFound unless the vhost exists (broker thread).
   Status CheckVhost(const std::string& vhost) const;
   void Reply(uint64_t request_id, protocol::wire::Frame frame);

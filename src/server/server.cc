@@ -237,6 +237,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
       });
     };
     api.node = server->NodeFactsNow();
+    api.server = &server->context_;
     api.import_definitions = [raw](json::Definitions definitions,
                                    std::function<void(ImportReport)> done) {
       ImportDefinitions(raw->context_, std::move(definitions), std::move(done));

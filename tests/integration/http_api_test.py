@@ -23,7 +23,8 @@ import unittest
 import pika
 import yaml
 
-from wharfd_process import Wharfd
+from api_request import api_request
+from wharfd_process import Wharfd, across_kill_9
 
 WHARFD = None
 WHARFCTL = None
@@ -70,40 +71,16 @@ class HttpApiTest(unittest.TestCase):
     def call(self, path, user="guest", password=None, method="GET"):
         """(status, headers, parsed JSON body) of a request as `user`; user None: no
         credentials."""
-        request = urllib.request.Request(self.base + path, method=method)
-        if user is not None:
-            secret = password if password is not None else (
-                "guest" if user == "guest" else "change-me")
-            token = base64.b64encode(("%s:%s" % (user, secret)).encode()).decode()
-            request.add_header("Authorization", "Basic " + token)
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    status, headers, body = response.status, response.headers, response.read()
-            except urllib.error.HTTPError as error:
-                status, headers, body = error.code, error.headers, error.read()
-            # After a wrong password (test_who_may_see_what) Wharf's login throttle holds this
-            # address's logins for 100 ms, answering 429 (docs/security.md).
-            if status != 429:
-                break
-            time.sleep(0.05)
+        secret = password if password is not None else (
+            "guest" if user == "guest" else "change-me")
+        status, headers, body = api_request(self.base + path, method, user, secret)
         self.assertEqual(headers.get("Content-Type"), "application/json", (path, body))
         return status, headers, json.loads(body.decode("utf-8"))
 
     def send(self, method, path, body, user="guest"):
         """(status, parsed JSON body or None) of a request with a JSON body."""
-        request = urllib.request.Request(self.base + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None
-                                         else None)
-        request.add_header("Content-Type", "application/json")
-        secret = "guest" if user == "guest" else "change-me"
-        token = base64.b64encode(("%s:%s" % (user, secret)).encode()).decode()
-        request.add_header("Authorization", "Basic " + token)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                status, data = response.status, response.read()
-        except urllib.error.HTTPError as error:
-            status, data = error.code, error.read()
+        status, _, data = api_request(self.base + path, method, user,
+                                      "guest" if user == "guest" else "change-me", body)
         return status, json.loads(data) if data else None
 
     def get(self, path, user="guest"):
@@ -308,6 +285,7 @@ class HttpApiTest(unittest.TestCase):
             return (path.replace("{vhost}", "%2F").replace("{source}", "amq.direct")
                     .replace("{kind}", "q").replace("{destination}", "docs-q")
                     .replace("{props}", "~").replace("{id}", "0000000000000001")
+                    .replace("{user}", "guest").replace("{limit}", "max-connections")
                     .replace("{name}", "guest" if path.startswith("/api/users/") else
                              "ex1" if path.startswith("/api/exchanges/") else "docs-q"))
 
@@ -442,27 +420,17 @@ class HttpApiTest(unittest.TestCase):
     def across_kill_9(self, before, after):
         """Runs `before` against a wharfd of its own, kills it -9, starts another on its data
         directory and runs `after` against that (self.base is each one's in turn)."""
-        first = Wharfd(WHARFD, extra_args=["--metrics-listen", "127.0.0.1:0"])
         base = self.base
+
+        def on(step):
+            def run(broker):
+                self.base = "http://127.0.0.1:%d" % broker.ports["metrics"]
+                step()
+            return run
         try:
-            self.base = "http://127.0.0.1:%d" % first.ports["metrics"]
-            before()
-            first.process.kill()
-            first.process.wait()
-            first.log.close()
-            second = Wharfd(WHARFD, extra_args=["--metrics-listen", "127.0.0.1:0"],
-                            data_dir=first.data)
-            try:
-                self.base = "http://127.0.0.1:%d" % second.ports["metrics"]
-                after()
-            finally:
-                self.assertEqual(second.stop(), 0)
-                shutil.rmtree(second.dir, ignore_errors=True)
+            across_kill_9(WHARFD, on(before), on(after))
         finally:
             self.base = base
-            if first.process.poll() is None:
-                first.process.kill()
-            shutil.rmtree(first.dir, ignore_errors=True)
 
     def publish_over_http(self, queue, payload):
         self.assertEqual(self.send("POST", "/api/exchanges/%2F/amq.default/publish", {

@@ -78,3 +78,27 @@ class Wharfd:
             code = -1
         self.log.close()
         return code
+
+
+def across_kill_9(wharfd, before, after, extra_args=("--metrics-listen", "127.0.0.1:0")):
+    """Runs before(first) against a wharfd of its own, kills it -9, starts another on its data
+    directory and runs after(second) against that; both are removed after. Raises when the
+    second does not stop cleanly."""
+    first = Wharfd(wharfd, extra_args=list(extra_args))
+    try:
+        before(first)
+        first.process.kill()
+        first.process.wait()
+        first.log.close()
+        second = Wharfd(wharfd, extra_args=list(extra_args), data_dir=first.data)
+        try:
+            after(second)
+        finally:
+            code = second.stop()
+            shutil.rmtree(second.dir, ignore_errors=True)
+        if code != 0:
+            raise AssertionError("the wharfd after the kill exited %d" % code)
+    finally:
+        if first.process.poll() is None:
+            first.process.kill()
+        shutil.rmtree(first.dir, ignore_errors=True)

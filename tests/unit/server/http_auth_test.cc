@@ -56,6 +56,22 @@ TEST_F(HttpAuthTest, AUsersPasswordIsTakenAndAWrongOneIsNot) {
   EXPECT_EQ(Check(Basic("nobody", "s3cret"), "10.1.2.5").status, 401);
 }
 
+// A password that passed is remembered (server/credential_cache.h), but only against the hash
+// it passed: a changed password, or a deleted user, is checked again at once.
+TEST_F(HttpAuthTest, AChangedPasswordOrADeletedUserIsCheckedAgainAtOnce) {
+  auto carol = [](const std::string& password) {
+    return store::StoredUser{"carol", HashPassword(password, 1000), false, {}, {"monitoring"}, {}};
+  };
+  users_.Put(carol("old"));
+  EXPECT_EQ(Check(Basic("carol", "old"), "10.9.0.1").status, 200);
+  EXPECT_EQ(Check(Basic("carol", "old"), "10.9.0.1").status, 200);
+  users_.Put(carol("new"));
+  EXPECT_EQ(Check(Basic("carol", "old"), "10.9.0.2").status, 401);
+  EXPECT_EQ(Check(Basic("carol", "new"), "10.9.0.3").status, 200);
+  users_.Remove("carol");
+  EXPECT_EQ(Check(Basic("carol", "new"), "10.9.0.4").status, 401);
+}
+
 TEST_F(HttpAuthTest, AUserWithoutTheMonitoringOrAdministratorTagIs403) {
   HttpAuth::Answer refused = Check(Basic("bob", "s3cret"));
   EXPECT_EQ(refused.status, 403);
