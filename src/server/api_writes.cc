@@ -464,7 +464,7 @@ api::Reply ApiWrites::StartRedrive(const std::string& vhost, const std::string& 
     if (spec.message_id != 0) {
       return api::Error(400, "bad_request", "a move takes no message_id (see requeue)");
     }
-    if (!request.contains("rate")) spec.rate = 100'000;  // as fast as the broker allows
+    if (spec.rate == 0) spec.rate = 100'000;  // as fast as the broker allows, as wharfctl move
   } else if (kind == Redrive::kRequeue) {
     if (spec.message_id == 0) {
       return api::Error(400, "bad_request", "a requeue needs \"message_id\", a hex message id");

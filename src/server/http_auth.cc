@@ -87,7 +87,8 @@ HttpAuth::Answer HttpAuth::CheckPassword(const std::string& user, std::string pa
                       std::string(guest.message()), user);
     }
   } else if (known && verified_.Verified(user, password, known->password_hash, now)) {
-    return answer;  // checked less than a minute ago, against the hash it still has
+    // Checked less than a minute ago, against the hash it still has: a success as any other
+    // (it clears the address's failures below).
   } else {
     // An unknown user is checked against the dummy hash: the same time, the same answer.
     const std::string stored = known ? known->password_hash : std::string();
