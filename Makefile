@@ -53,8 +53,13 @@ run: build
 	mkdir -p data
 	exec build/src/server/wharfd --config config/wharfd.toml --data-dir ./data
 
+# What only the suite needs: Debian's chromium for the web console's browser test
+# (tests/browser/, driven by playwright-core from npm), and a font for its pages.
+TEST_PKGS := chromium fonts-dejavu-core
+
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-build: deps
+	$(call install_missing,$(TEST_PKGS))
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWHARF_SANITIZE=address,undefined \
 	  -DWHARF_BUILD_TESTS=ON -DWHARF_BUILD_BENCH=OFF -DWHARF_WERROR=ON \
 	  -DWHARF_PACKAGE_BUILD_DIR=$(CURDIR)/build-default

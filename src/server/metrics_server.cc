@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/log_safe.h"
+#include "server/console_assets.h"
 
 namespace wharf::server {
 
@@ -58,6 +59,31 @@ httplib::Server::HandlerResponse Authenticate(const HttpAuth& auth, TlsOptions::
 }
 
 bool IsApiPath(const std::string& path) { return path == "/api" || path.rfind("/api/", 0) == 0; }
+// The web console's files: static, public (no broker state in them); the API they call asks
+// for a user itself.
+bool IsConsolePath(const std::string& path) {
+  return path == "/" || path.rfind("/console/", 0) == 0;
+}
+
+// GET / and /console/{file}: the embedded console (server/console_assets.h), with headers that
+// keep its pages to this origin's scripts and out of frames.
+void ServeConsole(const httplib::Request& request, httplib::Response& response) {
+  const std::string path = request.path == "/" ? "index.html" : request.path.substr(9);
+  auto asset = FindConsoleAsset(path);
+  if (!asset) {
+    response.status = 404;
+    response.set_content("no such file in the console\n", "text/plain");
+    return;
+  }
+  response.set_header("Content-Security-Policy",
+                      "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+                      "base-uri 'none'; form-action 'none'");
+  response.set_header("X-Content-Type-Options", "nosniff");
+  response.set_header("X-Frame-Options", "DENY");
+  response.set_header("Referrer-Policy", "no-referrer");
+  response.set_header("Cache-Control", "no-cache");
+  response.set_content(std::string(asset->bytes), std::string(ConsoleContentType(path)));
+}
 
 // /api/...: the request as HttpApi takes it, its answer as HTTP's. The path's segments are
 // cut from the raw target and decoded one by one, so a vhost "/" (%2F) stays one segment.
@@ -90,7 +116,10 @@ void ServeApi(const HttpApi& api, TlsOptions::CertLogin mode, const std::string&
   HttpApi::Response answer = api.Handle(asked);
   response.status = answer.status;
   response.set_header("Cache-Control", "no-cache");
-  if (answer.ask_credentials) response.set_header("WWW-Authenticate", "Basic realm=\"wharf\"");
+  // Not to a script's request (the console's): the browser would show its own login box.
+  if (answer.ask_credentials && request.get_header_value("X-Requested-With").empty()) {
+    response.set_header("WWW-Authenticate", "Basic realm=\"wharf\"");
+  }
   if (!answer.allow.empty()) response.set_header("Allow", answer.allow);
   if (!answer.body.empty()) response.set_content(answer.body, "application/json");
   if (answer.failed_login) {
@@ -152,8 +181,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Config config) {
     http->set_pre_routing_handler(
         [auth = config.auth, mode = config.cert_login, scheme](const httplib::Request& request,
                                                                httplib::Response& response) {
-          // The API asks for credentials itself, always.
-          if (IsApiPath(request.path)) return httplib::Server::HandlerResponse::Unhandled;
+          // The API asks for credentials itself, always; the console's files are public.
+          if (IsApiPath(request.path) || IsConsolePath(request.path)) {
+            return httplib::Server::HandlerResponse::Unhandled;
+          }
           return Authenticate(*auth, mode, scheme, request, response);
         });
   }
@@ -184,6 +215,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(Config config) {
     http->Put(pattern, serve);
     http->Delete(pattern, serve);
     http->Patch(pattern, serve);
+    http->Get("/", ServeConsole);
+    http->Get("/console/(.*)", ServeConsole);
   }
   const std::string& host = config.host;
   const uint16_t port = config.port;

@@ -6,6 +6,8 @@
 //   GET /healthz  200 "ok" when the broker thread answers and the store writes; 503 and the
 //                 reason otherwise
 //   /api/...      the HTTP API (server/http_api.h), which always asks for a broker user
+//   GET /, /console/{file}  the web console (server/console_assets.h; docs/console.md), public
+//                 static files whose scripts call the API with the user who logs in
 // HTTP is cpp-httplib (Debian's libcpp-httplib-dev): a well-kept library rather than a parser
 // of our own on a port that faces monitoring systems (docs/operations.md). Over HTTPS the TLS is
 // cpp-httplib's SSLServer on OpenSSL, whose one context follows the broker's current [tls]

@@ -1,0 +1,47 @@
+// The overview: totals, and charts of the message rates and queued messages since the console
+// opened (history.js).
+import {get} from '../api.js';
+import {lineChart} from '../charts.js';
+import {el, facts, number, rate, replace} from '../dom.js';
+import {points, record} from '../history.js';
+
+export function overview() {
+  const totals = el('div');
+  const rates = el('div');
+  const depth = el('div');
+  return {
+    title: 'Overview',
+    mount(main) {
+      replace(main, el('h1', {}, 'Overview'), totals, el('h2', {}, 'Message rates'), rates,
+              el('h2', {}, 'Queued messages'), depth);
+    },
+    async refresh() {
+      const o = await get('/overview');
+      const stats = o.message_stats ?? {};
+      record('publish', stats.publish_details?.rate);
+      record('deliver', stats.deliver_get_details?.rate);
+      record('ack', stats.ack_details?.rate);
+      record('ready', o.queue_totals.messages_ready);
+      record('unacked', o.queue_totals.messages_unacknowledged);
+      const t = o.object_totals;
+      replace(totals, facts([
+        ['Node', `${o.node} (Wharf ${o.product_version})`],
+        ['Messages', `${number(o.queue_totals.messages)} (${number(o.queue_totals.messages_ready)} ready, ${number(o.queue_totals.messages_unacknowledged)} unacknowledged)`],
+        ['Publish / deliver / ack', `${rate(stats.publish_details?.rate)} / ${rate(stats.deliver_get_details?.rate)} / ${rate(stats.ack_details?.rate)}`],
+        ['Queues', number(t.queues)], ['Exchanges', number(t.exchanges)],
+        ['Connections', number(t.connections)], ['Channels', number(t.channels)],
+        ['Consumers', number(t.consumers)],
+        ['Listeners', o.listeners.map((l) => `${l.protocol} ${l.ip_address}:${l.port}`).join(', ')],
+      ]));
+      replace(rates, lineChart([
+        {label: 'publish', points: points('publish'), class: 's1'},
+        {label: 'deliver', points: points('deliver'), class: 's2'},
+        {label: 'ack', points: points('ack'), class: 's3'},
+      ], {unit: '/s'}));
+      replace(depth, lineChart([
+        {label: 'ready', points: points('ready'), class: 's1'},
+        {label: 'unacknowledged', points: points('unacked'), class: 's2'},
+      ]));
+    },
+  };
+}
