@@ -55,7 +55,8 @@ export function lineChart(series, {spanMs = 10 * 60 * 1000, width = 560, height 
 // A small line of `values` (oldest first).
 export function sparkline(values, {width = 90, height = 20} = {}) {
   const line = svg('svg', {viewBox: `0 0 ${width} ${height}`, class: 'spark', role: 'img'});
-  if (values.length < 2) return line;
+  if (values.length === 0) return line;
+  if (values.length === 1) values = [values[0], values[0]];  // one sample: a level line
   const max = Math.max(1, ...values);
   const step = width / (values.length - 1);
   line.append(svg('path', {

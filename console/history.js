@@ -1,6 +1,7 @@
-// What the console has seen since it opened: the samples of each poll (rates, depths), kept
-// for the last minutes so that charts and sparklines draw them. The broker keeps no history of
-// its own; a console opened now starts with the current values and fills as it polls.
+// What the console has seen: the samples of each refresh (rates, depths), kept for the last
+// minutes so that charts and sparklines draw them. The overview's totals start with the
+// broker's own samples of the last 10 minutes (GET /api/overview/history); a queue's start
+// when its page or the list first shows it, and fill as the console refreshes.
 
 const KEEP_MS = 10 * 60 * 1000;
 const series = new Map();  // key -> [[ms, value], ...]

@@ -1,9 +1,25 @@
-// The overview: totals, and charts of the message rates and queued messages since the console
-// opened (history.js).
+// The overview: totals, and charts of the message rates and queued messages of the last
+// minutes (the broker's samples, then the console's own: history.js).
 import {get} from '../api.js';
 import {lineChart} from '../charts.js';
 import {el, facts, number, rate, replace} from '../dom.js';
 import {points, record} from '../history.js';
+
+// The broker's samples of the last minutes (GET /api/overview/history) go in once, before the
+// console's own, so the charts show the last minutes as soon as the overview opens.
+let seeded = false;
+
+async function seed() {
+  seeded = true;
+  const history = await get('/overview/history');
+  for (const s of history.samples) {
+    record('publish', s.publish_rate, s.timestamp);
+    record('deliver', s.deliver_rate, s.timestamp);
+    record('ack', s.ack_rate, s.timestamp);
+    record('ready', s.messages_ready, s.timestamp);
+    record('unacked', s.messages_unacknowledged, s.timestamp);
+  }
+}
 
 export function overview() {
   const totals = el('div');
@@ -16,6 +32,7 @@ export function overview() {
               el('h2', {}, 'Queued messages'), depth);
     },
     async refresh() {
+      if (!seeded) await seed();
       const o = await get('/overview');
       const stats = o.message_stats ?? {};
       record('publish', stats.publish_details?.rate);

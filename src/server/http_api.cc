@@ -80,6 +80,7 @@ class HttpApi::Call {
       return refused;
     }
     if (what == "overview" && path_.size() == 1) return Overview();
+    if (what == "overview" && path_.size() == 2 && path_[1] == "history") return History();
     if (what == "whoami" && path_.size() == 1) return WhoAmI();
     if (what == "vhosts") return Vhosts();
     if (what == "queues") return Queues();
@@ -285,6 +286,26 @@ class HttpApi::Call {
     return Reply{200,
                  api::OverviewJson(api_.config_.node, facts->queues, facts->exchanges,
                                    facts->connections.size(), channels, facts->consumers.size())};
+  }
+
+  // GET /api/overview/history (Wharf's): the totals of the vhosts the user sees, sampled every
+  // 5 s for the last 10 minutes (server/overview_history.h), for the console's charts.
+  Reply History() const {
+    Json samples = Json::array();
+    if (api_.config_.history) {
+      auto sees = [this](const std::string& vhost) { return SeesVhost(vhost); };
+      for (const OverviewHistory::Sample& s : api_.config_.history->Samples(sees)) {
+        samples.push_back(Json{{"timestamp", s.at_ms},
+                               {"publish_rate", s.totals.publish_rate},
+                               {"deliver_rate", s.totals.deliver_rate},
+                               {"ack_rate", s.totals.ack_rate},
+                               {"messages_ready", s.totals.ready},
+                               {"messages_unacknowledged", s.totals.unacked}});
+      }
+    }
+    return Reply{
+        200, Json{{"interval_ms", std::chrono::milliseconds(OverviewHistory::kInterval).count()},
+                  {"samples", std::move(samples)}}};
   }
 
   Reply WhoAmI() const {

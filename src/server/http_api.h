@@ -2,7 +2,7 @@
 //
 // HttpApi answers wharfd's HTTP API under /api/ (docs/http-api.md), on the HTTP listeners
 // (server/metrics_server.h), shaped like RabbitMQ's management API for what both brokers have:
-//   GET /api/overview, /api/whoami
+//   GET /api/overview, /api/overview/history (Wharf's), /api/whoami
 //   GET /api/vhosts[/{vhost}]
 //   GET /api/queues[/{vhost}[/{name}[/bindings]]]
 //   GET /api/exchanges[/{vhost}[/{name}[/bindings/source|destination]]]
@@ -45,6 +45,7 @@
 #include "server/api_json.h"
 #include "server/definitions.h"
 #include "server/http_auth.h"
+#include "server/overview_history.h"
 #include "server/server_context.h"
 #include "server/user_directory.h"
 
@@ -67,6 +68,8 @@ class HttpApi {
     // Runs a function on the broker thread, later, as a batch of broker work (flushed after).
     std::function<void(std::function<void()>)> post_to_broker;
     api::NodeFacts node;
+    // The totals sampled for GET /api/overview/history (thread-safe; outlives this); null: none.
+    const OverviewHistory* history = nullptr;
     // The server's context, for the changes of users and vhosts (server/api_users.h); touched
     // on the broker thread only.
     const ServerContext* server = nullptr;

@@ -238,6 +238,9 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
     };
     api.node = server->NodeFactsNow();
     api.server = &server->context_;
+    api.history = &server->history_;
+    server->history_timer_ = std::make_unique<asio::steady_timer>(*server->broker_context_);
+    asio::post(*server->broker_context_, [raw] { raw->SampleHistory(); });
     api.import_definitions = [raw](json::Definitions definitions,
                                    std::function<void(ImportReport)> done) {
       ImportDefinitions(raw->context_, std::move(definitions), std::move(done));
@@ -334,6 +337,15 @@ void Server::CheckFlow() {
   flow_timer_->expires_after(kFlowCheckInterval);
   flow_timer_->async_wait([this](const asio::error_code& ec) {
     if (!ec) CheckFlow();
+  });
+}
+
+void Server::SampleHistory() {
+  if (!history_timer_) return;  // stopping
+  history_.Add(broker_->ListQueues(""), clock_.WallMillis());
+  history_timer_->expires_after(OverviewHistory::kInterval);
+  history_timer_->async_wait([this](const asio::error_code& ec) {
+    if (!ec) SampleHistory();
   });
 }
 
@@ -621,7 +633,8 @@ void Server::Stop() {
   AskBroker<bool>(
       [this] {
         broker_->BeginShutdown();
-        broker_->Flush();  // commits whatever the broker still spreads over flushes
+        broker_->Flush();        // commits whatever the broker still spreads over flushes
+        history_timer_.reset();  // no more samples (SampleHistory stops)
         return true;
       },
       std::chrono::seconds(5));
@@ -667,6 +680,7 @@ Server::~Server() {
   broker_.reset();
   store_.reset();  // after the broker, which points at it
   broker_timer_.reset();
+  history_timer_.reset();
   broker_context_.reset();
   for (Listener* listener : listeners()) {
     listener->acceptor.reset();

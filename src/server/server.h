@@ -115,6 +115,8 @@ class Server {
   // I/O thread 0, every kFlowCheckInterval: blocks or unblocks publishing (docs/operations.md).
   void CheckFlow();
   static constexpr std::chrono::milliseconds kFlowCheckInterval{250};
+  // Broker thread, every OverviewHistory::kInterval: the totals into history_.
+  void SampleHistory();
 
   // Set at construction, then immutable.
   const ServerOptions options_;
@@ -165,6 +167,10 @@ class Server {
   // [server] metrics_auth. Null when no HTTP listener is on.
   std::unique_ptr<HttpAuth> http_auth_;
   std::unique_ptr<HttpApi> http_api_;  // /api/ on the HTTP listeners; null when none is on
+  // The totals the console charts (server/overview_history.h), sampled on the broker thread by
+  // history_timer_ every OverviewHistory::kInterval while an HTTP listener is on.
+  OverviewHistory history_;
+  std::unique_ptr<asio::steady_timer> history_timer_;
   // Stopped first in Stop(): their handlers post to the broker thread. The clear-text and the
   // HTTPS listener; each null when off.
   std::unique_ptr<MetricsServer> metrics_;

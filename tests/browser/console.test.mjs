@@ -139,7 +139,9 @@ test('a wrong password is shown, then the overview after the right one', async (
   await page.locator('dd', {hasText: 'ready'}).first().waitFor();
   assert.equal(await page.locator('svg.chart').count(), 2);
   assert.equal(await page.locator('#error').isHidden(), true);
-  await page.waitForTimeout(5500);  // a second sample, so the charts draw lines
+  // Lines at once: the broker's samples since it started (GET /api/overview/history), then
+  // the page's own.
+  await page.locator('svg.chart path.s1').nth(1).waitFor();
   await shot('overview');
 });
 

@@ -735,6 +735,13 @@ class HttpApiTest(unittest.TestCase):
                        "port": self.broker.amqp_port}, overview["listeners"])
         for key in ["messages", "messages_ready", "messages_unacknowledged"]:
             self.assertIn(key, overview["queue_totals"])
+        # The totals sampled every 5 s since start, for the console's charts.
+        history = self.get("/api/overview/history")
+        self.assertEqual(history["interval_ms"], 5000)
+        self.assertGreaterEqual(len(history["samples"]), 1)
+        self.assertEqual(set(history["samples"][-1]), {
+            "timestamp", "publish_rate", "deliver_rate", "ack_rate", "messages_ready",
+            "messages_unacknowledged"})
         vhosts = self.get("/api/vhosts")
         self.assertEqual([v["name"] for v in vhosts], ["/"])
         self.assertEqual(self.get("/api/vhosts/%2F")["name"], "/")
