@@ -288,6 +288,10 @@ Reply Error(int status, const std::string& error, const std::string& reason) {
   return Reply{status, ErrorJson(error, reason)};
 }
 
+Reply NotFound() { return Error(404, "Object Not Found", "Not Found"); }
+
+Reply Done(int status) { return Reply{status, nullptr}; }
+
 std::optional<Reply> ParseBody(const std::string& body, Json* out) {
   *out = Json::object();
   if (body.empty()) return std::nullopt;

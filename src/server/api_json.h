@@ -67,6 +67,10 @@ struct Reply {
   std::string allow;  // 405: the methods the path takes
 };
 Reply Error(int status, const std::string& error, const std::string& reason);
+// RabbitMQ's 404 for a path naming nothing: {"error": "Object Not Found", "reason": "Not Found"}.
+Reply NotFound();
+// A change's answer without a body (201, 204), as RabbitMQ's.
+Reply Done(int status);
 // A request's JSON body into `out` (an object; {} when empty), or the 400 to answer: RabbitMQ's
 // "not_json" for what is not a JSON object, and a body nesting deeper than kMaxBodyDepth.
 inline constexpr int kMaxBodyDepth = 32;

@@ -19,8 +19,8 @@ namespace {
 
 using json::Json;
 
-api::Reply NotFound() { return api::Error(404, "Object Not Found", "Not Found"); }
-api::Reply Done(int status) { return api::Reply{status, nullptr}; }
+using api::Done;
+using api::NotFound;
 api::Reply BadRequest(const std::string& reason) { return api::Error(400, "bad_request", reason); }
 
 std::string Quoted(std::string_view text) { return "'" + CutForDisplay(text) + "'"; }

@@ -21,8 +21,8 @@ using json::Json;
 // ApiSession ids: bit 62, never a connection's (small counters) nor an AMQP channel's (bit 63).
 constexpr uint64_t kApiSessionBit = uint64_t{1} << 62;
 
-api::Reply NotFound() { return api::Error(404, "Object Not Found", "Not Found"); }
-api::Reply Done(int status) { return api::Reply{status, nullptr}; }
+using api::Done;
+using api::NotFound;
 
 // The body's "arguments" (typed, json/values.h) into `out`, or the 400 to answer.
 std::optional<api::Reply> ReadArguments(const Json& request, Headers* out) {

@@ -20,10 +20,10 @@ namespace {
 using json::Json;
 
 using api::Error;
+using api::NotFound;
 using api::Reply;
 
-// RabbitMQ's answers for a missing object and for what a user may not see (3.10.8's).
-Reply NotFound() { return Error(404, "Object Not Found", "Not Found"); }
+// RabbitMQ's answer for what a user may not see (3.10.8's).
 Reply NotAuthorised(const std::string& reason) { return Error(401, "not_authorised", reason); }
 Reply BrokerBusy() {
   return Error(503, "service_unavailable", "the broker thread did not answer in time");
