@@ -8,7 +8,9 @@
 namespace wharf::amqp {
 namespace {
 
-Status Malformed(std::string what) { return Status(StatusCode::kMalformedFrame, std::move(what)); }
+Status MalformedFrame(std::string what) {
+  return Status(StatusCode::kMalformedFrame, std::move(what));
+}
 
 // Appends type, channel and a placeholder size; returns where the size is.
 size_t BeginFrame(uint8_t type, uint16_t channel, std::string* out) {
@@ -28,27 +30,27 @@ void EndFrame(size_t size_at, std::string* out) {
 
 Status ParseFrame(std::string_view whole, Frame* out) {
   if (whole.size() < kFrameOverheadBytes) {
-    return Malformed("frame of " + std::to_string(whole.size()) +
-                     " bytes is shorter than the 8 bytes of a frame's header and end");
+    return MalformedFrame("frame of " + std::to_string(whole.size()) +
+                          " bytes is shorter than the 8 bytes of a frame's header and end");
   }
   const uint32_t size = LoadU32(whole.data() + 3);
   if (size != whole.size() - kFrameOverheadBytes) {
-    return Malformed("frame size " + std::to_string(size) + " does not match the " +
-                     std::to_string(whole.size() - kFrameOverheadBytes) + " payload bytes");
+    return MalformedFrame("frame size " + std::to_string(size) + " does not match the " +
+                          std::to_string(whole.size() - kFrameOverheadBytes) + " payload bytes");
   }
   if (static_cast<uint8_t>(whole.back()) != kFrameEnd) {
     static constexpr char kHex[] = "0123456789abcdef";
     const auto end = static_cast<unsigned char>(whole.back());
-    return Malformed(std::string("invalid frame end 0x") + kHex[end >> 4] + kHex[end & 0xF] +
-                     " (expected 0xce)");
+    return MalformedFrame(std::string("invalid frame end 0x") + kHex[end >> 4] + kHex[end & 0xF] +
+                          " (expected 0xce)");
   }
   const auto type = static_cast<uint8_t>(whole[0]);
   if (type != kFrameMethod && type != kFrameHeader && type != kFrameBody &&
       type != kFrameHeartbeat) {
-    return Malformed("unknown frame type " + std::to_string(type));
+    return MalformedFrame("unknown frame type " + std::to_string(type));
   }
   if (type == kFrameHeartbeat && size != 0) {
-    return Malformed("heartbeat frame with a payload of " + std::to_string(size) + " bytes");
+    return MalformedFrame("heartbeat frame with a payload of " + std::to_string(size) + " bytes");
   }
   out->type = type;
   out->channel = LoadU16(whole.data() + 1);

@@ -21,7 +21,7 @@ constexpr uint16_t kAppId = 1u << 3;
 constexpr uint16_t kClusterId = 1u << 2;
 constexpr uint16_t kContinuation = 1u << 0;
 
-Status Malformed(std::string what) {
+Status MalformedProperties(std::string what) {
   return Status(StatusCode::kMalformedFrame, "malformed content properties: " + what);
 }
 
@@ -30,17 +30,18 @@ Status Malformed(std::string what) {
 Status DecodeProperties(std::string_view raw, BasicProperties* out) {
   Reader r(raw);
   uint16_t flags;
-  if (!r.Short(&flags)) return Malformed("no property flags");
+  if (!r.Short(&flags)) return MalformedProperties("no property flags");
   for (uint16_t more = flags; more & kContinuation;) {
-    if (!r.Short(&more)) return Malformed("a continued property flags word is missing");
+    if (!r.Short(&more)) return MalformedProperties("a continued property flags word is missing");
     if ((more & ~kContinuation) != 0) {
-      return Malformed("a continued property flags word sets properties the basic class lacks");
+      return MalformedProperties(
+          "a continued property flags word sets properties the basic class lacks");
     }
   }
   BasicProperties p;
   Status status;
   auto fail = [&](const char* name) {
-    if (status.ok()) status = Malformed(std::string("truncated at ") + name);
+    if (status.ok()) status = MalformedProperties(std::string("truncated at ") + name);
   };
   auto shortstr = [&](uint16_t bit, const char* name, std::optional<std::string>& field) {
     if (!(flags & bit)) return;
@@ -91,7 +92,7 @@ Status DecodeProperties(std::string_view raw, BasicProperties* out) {
   shortstr(kClusterId, "cluster-id", p.cluster_id);
   WHARF_RETURN_IF_ERROR(status);
   if (r.remaining() > 0) {
-    return Malformed(std::to_string(r.remaining()) + " bytes after the last property");
+    return MalformedProperties(std::to_string(r.remaining()) + " bytes after the last property");
   }
   *out = std::move(p);
   return Status::Ok();

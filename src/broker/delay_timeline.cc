@@ -6,7 +6,7 @@ namespace wharf::broker {
 namespace {
 
 // The whole message, headers included (Envelope::whole_bytes): the RAM limits bound memory.
-uint64_t Bytes(const DelayedMessage& m) { return m.envelope->whole_bytes(); }
+uint64_t WholeBytes(const DelayedMessage& m) { return m.envelope->whole_bytes(); }
 
 }  // namespace
 
@@ -16,7 +16,7 @@ bool DelayTimeline::Add(DelayKey key, DelayedMessage message) {
     return false;
   }
   if (loading_ && key >= disk_from_) added_during_load_.insert(key.message_id);
-  ram_bytes_ += Bytes(message);
+  ram_bytes_ += WholeBytes(message);
   ram_ids_[key.message_id] = key.due_ms;
   ram_.emplace(key, std::move(message));
   if (!loading_) EnforceLimits();
@@ -28,7 +28,7 @@ std::vector<std::pair<DelayKey, DelayedMessage>> DelayTimeline::TakeDue(int64_t 
   std::vector<std::pair<DelayKey, DelayedMessage>> out;
   while (out.size() < limit && !ram_.empty() && ram_.begin()->first.due_ms <= now_ms) {
     auto node = ram_.extract(ram_.begin());
-    ram_bytes_ -= Bytes(node.mapped());
+    ram_bytes_ -= WholeBytes(node.mapped());
     ram_ids_.erase(node.key().message_id);
     out.emplace_back(node.key(), std::move(node.mapped()));
   }
@@ -47,7 +47,7 @@ std::optional<std::pair<DelayKey, DelayedMessage>> DelayTimeline::RemoveFromRam(
   DelayKey key{id->second, message_id};
   ram_ids_.erase(id);
   auto node = ram_.extract(key);
-  ram_bytes_ -= Bytes(node.mapped());
+  ram_bytes_ -= WholeBytes(node.mapped());
   return std::make_pair(key, std::move(node.mapped()));
 }
 
@@ -84,7 +84,7 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
     if (ram_ids_.contains(item.key.message_id)) continue;  // cannot happen: RAM is a prefix
     NoteDiskRemoved();
     if (!item.message) continue;  // dropped by the broker
-    ram_bytes_ += Bytes(*item.message);
+    ram_bytes_ += WholeBytes(*item.message);
     ram_ids_[item.key.message_id] = item.key.due_ms;
     ram_.emplace(item.key, std::move(*item.message));
   }
@@ -108,7 +108,7 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
   // Messages added during the load at or beyond the new boundary belong to the disk part.
   while (!ram_.empty() && std::prev(ram_.end())->first >= disk_from_) {
     auto it = std::prev(ram_.end());
-    ram_bytes_ -= Bytes(it->second);
+    ram_bytes_ -= WholeBytes(it->second);
     ram_ids_.erase(it->first.message_id);
     ram_.erase(it);
     NoteDiskAdded();
@@ -118,7 +118,7 @@ void DelayTimeline::AddLoaded(std::vector<Loaded> loaded, bool reached_end) {
 
 void DelayTimeline::Evict(std::map<DelayKey, DelayedMessage>::iterator it) {
   disk_from_ = it->first;
-  ram_bytes_ -= Bytes(it->second);
+  ram_bytes_ -= WholeBytes(it->second);
   ram_ids_.erase(it->first.message_id);
   ram_.erase(it);
   NoteDiskAdded();

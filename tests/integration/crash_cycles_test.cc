@@ -64,7 +64,7 @@ constexpr int64_t kFarMs = 24 * 3600 * 1000;
 // here) is the whole allowance.
 constexpr int64_t kEarlyToleranceMs = 1;
 
-Message Persistent(const std::string& id) {
+Message PersistentId(const std::string& id) {
   Message m;
   m.body = "payload " + id;
   m.persistent = true;
@@ -236,7 +236,7 @@ class Load {
 
   Outgoing Plain() {
     std::string id = NextId("c", 0);
-    return {kPlain, Persistent(id), {}, [this, id] {
+    return {kPlain, PersistentId(id), {}, [this, id] {
               std::lock_guard lock(ledger_.mu);
               ledger_.confirmed.insert(id);
             }};
@@ -244,7 +244,7 @@ class Load {
 
   Outgoing Rejected() {
     std::string id = NextId("r", 2);
-    return {kRejected, Persistent(id), {}, [this, id] {
+    return {kRejected, PersistentId(id), {}, [this, id] {
               std::lock_guard lock(ledger_.mu);
               ledger_.rejected_confirmed.insert(id);
             }};
@@ -274,7 +274,7 @@ class Load {
     // The broker counts a delay from its receipt of the publish, which is after `now`.
     sent.due_ms = options.delay_ms != 0 ? now + static_cast<int64_t>(options.delay_ms)
                                         : options.deliver_at_ms;
-    return {kDelayed, Persistent(id), options, [this, id, sent]() mutable {
+    return {kDelayed, PersistentId(id), options, [this, id, sent]() mutable {
               sent.confirmed_ms = NowMs();
               std::lock_guard lock(ledger_.mu);
               ledger_.delayed_confirmed[id] = sent;

@@ -22,13 +22,6 @@ using testing::RunCommand;
 
 using std::chrono::milliseconds;
 
-Message Persistent(const std::string& body) {
-  Message m;
-  m.body = body;
-  m.persistent = true;
-  return m;
-}
-
 QueueSpec Durable(const std::string& name) {
   QueueSpec spec;
   spec.name = name;
@@ -60,10 +53,10 @@ TEST(Delayed, ArrivesNoEarlierThanItsTimeAndShowsInQueueStats) {
   const int64_t start = NowMs();
   PublishOptions later;
   later.delay_ms = 400;
-  ASSERT_TRUE(client->Publish("", "jobs", Persistent("in-400ms"), later).ok());
+  ASSERT_TRUE(client->Publish("", "jobs", testing::PersistentMessage("in-400ms"), later).ok());
   PublishOptions sooner;
   sooner.deliver_at_ms = start + 200;
-  ASSERT_TRUE(client->Publish("", "jobs", Persistent("at-200ms"), sooner).ok());
+  ASSERT_TRUE(client->Publish("", "jobs", testing::PersistentMessage("at-200ms"), sooner).ok());
   auto queues = client->ListQueues("jobs");
   ASSERT_TRUE(queues.ok());
   ASSERT_EQ(queues->size(), 1u);
@@ -89,7 +82,7 @@ TEST(Delayed, SurvivesKillAndFiresPastDueMessagesInOrderAfterStart) {
            {"third", 900}, {"first", 300}, {"second", 600}, {"after-restart", 60'000}}) {
     PublishOptions at;
     at.deliver_at_ms = start + offset;
-    ASSERT_TRUE(client->Publish("", "q", Persistent(body), at).ok());
+    ASSERT_TRUE(client->Publish("", "q", testing::PersistentMessage(body), at).ok());
   }
   Message transient;
   transient.body = "transient";
@@ -120,7 +113,7 @@ TEST(Delayed, NackWithDelayRetriesLaterWithTheCount) {
   auto client = server.Connect();
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->DeclareQueue(Durable("work")).ok());
-  ASSERT_TRUE(client->Publish("", "work", Persistent("flaky")).ok());
+  ASSERT_TRUE(client->Publish("", "work", testing::PersistentMessage("flaky")).ok());
   auto first = client->Receive("work", 1, milliseconds(2'000));
   ASSERT_TRUE(first.ok());
   ASSERT_EQ(first->size(), 1u);

@@ -21,6 +21,14 @@
 namespace wharf::testing {
 
 // The wall clock in Unix milliseconds, as the broker stamps and compares due times.
+// A persistent message with this body.
+inline Message PersistentMessage(const std::string& body) {
+  Message m;
+  m.body = body;
+  m.persistent = true;
+  return m;
+}
+
 inline int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

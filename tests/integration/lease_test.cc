@@ -26,19 +26,12 @@ QueueSpec LeasedQueue(const std::string& name, int64_t lease_ms) {
   return spec;
 }
 
-Message Persistent(const std::string& body) {
-  Message m;
-  m.body = body;
-  m.persistent = true;
-  return m;
-}
-
 TEST(Lease, ExpiryRedeliversAndTheLateAckIsRefused) {
   testing::TestServer server;
   auto client = server.Connect();
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->DeclareQueue(LeasedQueue("jobs", 300)).ok());
-  ASSERT_TRUE(client->Publish("", "jobs", Persistent("work")).ok());
+  ASSERT_TRUE(client->Publish("", "jobs", testing::PersistentMessage("work")).ok());
   auto first = client->Receive("jobs", 1, milliseconds(2'000));
   ASSERT_TRUE(first.ok());
   ASSERT_EQ(first->size(), 1u);
@@ -65,7 +58,7 @@ TEST(Lease, ExtensionKeepsTheMessageAndNackCarriesTheError) {
   auto client = server.Connect();
   ASSERT_NE(client, nullptr);
   ASSERT_TRUE(client->DeclareQueue(LeasedQueue("slow", 300)).ok());
-  ASSERT_TRUE(client->Publish("", "slow", Persistent("long job")).ok());
+  ASSERT_TRUE(client->Publish("", "slow", testing::PersistentMessage("long job")).ok());
   auto got = client->Receive("slow", 1, milliseconds(2'000), milliseconds(400));
   ASSERT_TRUE(got.ok());
   ASSERT_EQ(got->size(), 1u);
@@ -106,7 +99,7 @@ TEST(DeadLetter, PoisonMessageEndsInTheDeadLetterQueueWithItsStory) {
   orders.arguments["x-max-attempts"] = int64_t{3};
   orders.arguments["x-dead-letter-queue"] = std::string("orders.dlq");
   ASSERT_TRUE(client->DeclareQueue(orders).ok());
-  Message poison = Persistent("{not json");
+  Message poison = testing::PersistentMessage("{not json");
   poison.headers["tenant"] = std::string("acme");
   auto published = client->Publish("", "orders", poison);
   ASSERT_TRUE(published.ok());

@@ -45,7 +45,7 @@ constexpr bool kAsan = false;
 
 // A config file in `server_dir`'s parent temp dir: small store buffers, so that what the
 // broker keeps, not RocksDB's memtables, is what moves the figures.
-std::string WriteConfig(const std::string& dir, const std::string& extra) {
+std::string WriteBoundsConfig(const std::string& dir, const std::string& extra) {
   std::string path = dir + "/wharfd.toml";
   FILE* f = std::fopen(path.c_str(), "w");
   std::string text = "[store]\nmemtable_bytes = 8388608\nblock_cache_bytes = 1048576\n" + extra;
@@ -99,7 +99,7 @@ class MemoryBounds : public ::testing::Test {
 
   std::unique_ptr<testing::TestServer> Start(const std::string& extra_config = "") {
     return std::make_unique<testing::TestServer>(
-        std::vector<std::string>{"--config", WriteConfig(dir_, extra_config)});
+        std::vector<std::string>{"--config", WriteBoundsConfig(dir_, extra_config)});
   }
 
   // A raw connection subscribed to `queues` (prefetch 0) that then never reads again: the

@@ -17,7 +17,7 @@ using testing::RmqBytes;
 using testing::RmqPool;
 using testing::Wire;
 
-std::string Encode(const BasicProperties& p) {
+std::string EncodedProperties(const BasicProperties& p) {
   std::string raw;
   EncodeProperties(p, &raw);
   return raw;
@@ -111,7 +111,7 @@ std::string RmqEncode(amqp_basic_properties_t r) {
 
 void ExpectMatchesRabbitMqC(const BasicProperties& p) {
   RmqArena arena;
-  const std::string ours = Encode(p);
+  const std::string ours = EncodedProperties(p);
   const std::string theirs = RmqEncode(ToRmq(p, arena));
   EXPECT_EQ(Hex(ours), Hex(theirs));
   BasicProperties decoded;
@@ -129,7 +129,7 @@ void ExpectMatchesRabbitMqC(const BasicProperties& p) {
 TEST(AmqpProperties, AllFourteenSetMatchRabbitMqC) {
   const BasicProperties p = AllSet();
   ExpectMatchesRabbitMqC(p);
-  const std::string raw = Encode(p);
+  const std::string raw = EncodedProperties(p);
   EXPECT_EQ(Hex(raw.substr(0, 2)), "ff fc");
 }
 
@@ -138,9 +138,9 @@ TEST(AmqpProperties, EachAloneMatchesRabbitMqC) {
   for (Setter set : kEachProperty) {
     BasicProperties p;
     set(p);
-    SCOPED_TRACE(Hex(Encode(p)));
+    SCOPED_TRACE(Hex(EncodedProperties(p)));
     ExpectMatchesRabbitMqC(p);
-    const std::string raw = Encode(p);
+    const std::string raw = EncodedProperties(p);
     EXPECT_EQ(testing::Hex(raw.substr(0, 2)), Hex(Wire().U16(expected_flag).str()));
     expected_flag >>= 1;
   }
@@ -148,7 +148,7 @@ TEST(AmqpProperties, EachAloneMatchesRabbitMqC) {
 
 TEST(AmqpProperties, NoneSet) {
   ExpectMatchesRabbitMqC({});
-  EXPECT_EQ(Hex(Encode({})), "00 00");
+  EXPECT_EQ(Hex(EncodedProperties({})), "00 00");
 }
 
 TEST(AmqpProperties, HandWrittenBytes) {
@@ -156,12 +156,12 @@ TEST(AmqpProperties, HandWrittenBytes) {
   p.delivery_mode = 2;
   p.timestamp = 0x0102030405060708ull;
   p.type = "t";
-  EXPECT_EQ(Hex(Encode(p)),
+  EXPECT_EQ(Hex(EncodedProperties(p)),
             Hex(Wire().U16(0x1000 | 0x0040 | 0x0020).U8(2).U64(0x0102030405060708ull).Short("t")));
 }
 
 TEST(AmqpProperties, TruncatedAtEveryOffsetFails) {
-  const std::string raw = Encode(AllSet());
+  const std::string raw = EncodedProperties(AllSet());
   for (size_t k = 0; k < raw.size(); ++k) {
     BasicProperties p;
     p.app_id = "untouched";
@@ -174,7 +174,8 @@ TEST(AmqpProperties, TruncatedAtEveryOffsetFails) {
 
 TEST(AmqpProperties, TrailingBytesFail) {
   BasicProperties p;
-  EXPECT_EQ(DecodeProperties(Encode(AllSet()) + "x", &p).code(), StatusCode::kMalformedFrame);
+  EXPECT_EQ(DecodeProperties(EncodedProperties(AllSet()) + "x", &p).code(),
+            StatusCode::kMalformedFrame);
   EXPECT_EQ(DecodeProperties(Wire().U16(0).U8(0), &p).code(), StatusCode::kMalformedFrame);
 }
 
@@ -210,12 +211,12 @@ TEST(AmqpProperties, BinaryShortStringsAreKept) {
   BasicProperties p;
   p.correlation_id = std::string("\xff\x00\xfe", 3);  // RabbitMQ does not check properties
   BasicProperties back;
-  ASSERT_TRUE(DecodeProperties(Encode(p), &back).ok());
+  ASSERT_TRUE(DecodeProperties(EncodedProperties(p), &back).ok());
   EXPECT_EQ(back, p);
 }
 
 TEST(AmqpContentHeader, Decode) {
-  const std::string raw = Encode(AllSet());
+  const std::string raw = EncodedProperties(AllSet());
   const std::string payload = Wire().U16(60).U16(0).U64(0x100000001ull).Raw(raw);
   ContentHeader h;
   ASSERT_TRUE(DecodeContentHeader(payload, &h).ok());

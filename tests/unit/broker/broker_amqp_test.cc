@@ -109,12 +109,6 @@ class BrokerAmqpTest : public ::testing::Test {
   std::map<uint64_t, RecordingPeer*> peers_;
 };
 
-std::vector<std::string> BodiesOf(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> out;
-  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-  return out;
-}
-
 std::vector<uint64_t> TagsOf(const std::vector<Delivery>& deliveries) {
   std::vector<uint64_t> out;
   for (const auto& d : deliveries) out.push_back(d.delivery_tag);
@@ -361,7 +355,7 @@ TEST_F(BrokerAmqpTest, AutoAckConsumerGetsEverythingSettledAtOnce) {
                   .ok());
   broker_.Flush();
   const auto& got = Peer(kCh1).deliveries;
-  EXPECT_EQ(BodiesOf(got), (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(Bodies(got), (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(TagsOf(got), (std::vector<uint64_t>{1, 2, 3, 4}));
   for (const auto& d : got) EXPECT_EQ(d.consumer_tag, "c");
   QueueInfo info = Info("q");
@@ -525,7 +519,7 @@ TEST_F(BrokerAmqpTest, RequeueAllPutsEveryUnackedBackInOrderWithoutAFailure) {
   EXPECT_EQ(Info("p").in_flight, 0u);
   broker_.Flush();
   const auto& again = Peer(kCh1).deliveries;
-  EXPECT_EQ(BodiesOf(again), (std::vector<std::string>{"a", "c", "d"})) << "original order";
+  EXPECT_EQ(Bodies(again), (std::vector<std::string>{"a", "c", "d"})) << "original order";
   EXPECT_EQ(TagsOf(again), (std::vector<uint64_t>{5, 6, 7}));
   EXPECT_TRUE(again[0].redelivered);
   EXPECT_EQ(again[0].receive_count, 2u);
@@ -810,7 +804,7 @@ TEST_F(BrokerAmqpTest, ExpirationZeroLivesOnlyIfDeliveredAtOnce) {
   publish("taken");
   publish("no credit");
   broker_.Flush();
-  EXPECT_EQ(BodiesOf(Peer(kCh2).deliveries), (std::vector<std::string>{"taken"}));
+  EXPECT_EQ(Bodies(Peer(kCh2).deliveries), (std::vector<std::string>{"taken"}));
   EXPECT_EQ(Info("zero").ready, 0u);
   EXPECT_EQ(Info("dead").ready, 2u);
   // Behind a message already waiting it cannot be delivered at once: it expires at publish.
@@ -847,7 +841,7 @@ TEST_F(BrokerAmqpTest, AmqpQueuesTakeZeroLimitsAndTtl) {
   ASSERT_TRUE(broker_.Subscribe(kCh1, "now", "c", /*prefetch=*/1, false, kNoLease).ok());
   Publish("now", {"taken", "no credit"});
   broker_.Flush();
-  EXPECT_EQ(BodiesOf(Peer(kCh1).deliveries), (std::vector<std::string>{"taken"}));
+  EXPECT_EQ(Bodies(Peer(kCh1).deliveries), (std::vector<std::string>{"taken"}));
   EXPECT_EQ(Info("now").ready, 0u);
   clock_.Advance(hours(1));
   broker_.OnTimer();

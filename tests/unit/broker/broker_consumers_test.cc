@@ -16,7 +16,7 @@
 namespace wharf::broker {
 namespace {
 
-using Bodies = std::vector<std::string>;
+using BodyList = std::vector<std::string>;
 
 class BrokerConsumersTest : public ::testing::Test {
  protected:
@@ -35,7 +35,7 @@ class BrokerConsumersTest : public ::testing::Test {
     return broker_.DeclareQueue(1, spec).status();
   }
 
-  void Publish(const std::string& queue, const Bodies& bodies) {
+  void Publish(const std::string& queue, const BodyList& bodies) {
     for (const auto& body : bodies) {
       Message m;
       m.body = body;
@@ -54,8 +54,8 @@ class BrokerConsumersTest : public ::testing::Test {
   }
 
   // What session `s` got since the last call.
-  Bodies Got(uint64_t s) {
-    Bodies out = peers_[s]->DeliveredBodies();
+  BodyList Got(uint64_t s) {
+    BodyList out = peers_[s]->DeliveredBodies();
     peers_[s]->deliveries.clear();
     return out;
   }
@@ -78,15 +78,15 @@ TEST_F(BrokerConsumersTest, HigherPrioritiesAreServedWhileTheyHaveCredit) {
   Subscribe(3, "q", "mid-b", 2, 3);
   Subscribe(4, "q", "high", 2, 7);
   Publish("q", {"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"});
-  EXPECT_EQ(Got(4), (Bodies{"m0", "m1"}));
-  EXPECT_EQ(Got(2), (Bodies{"m2", "m4"}));
-  EXPECT_EQ(Got(3), (Bodies{"m3", "m5"}));
-  EXPECT_EQ(Got(1), (Bodies{"m6", "m7"}));
+  EXPECT_EQ(Got(4), (BodyList{"m0", "m1"}));
+  EXPECT_EQ(Got(2), (BodyList{"m2", "m4"}));
+  EXPECT_EQ(Got(3), (BodyList{"m3", "m5"}));
+  EXPECT_EQ(Got(1), (BodyList{"m6", "m7"}));
   // Credit back on the highest: it is first again.
   ASSERT_TRUE(broker_.Ack(4, 0, /*multiple=*/true).ok());
   Publish("q", {"m8", "m9", "m10"});
-  EXPECT_EQ(Got(4), (Bodies{"m8", "m9"}));
-  EXPECT_EQ(Got(1), (Bodies{"m10"}));
+  EXPECT_EQ(Got(4), (BodyList{"m8", "m9"}));
+  EXPECT_EQ(Got(1), (BodyList{"m10"}));
   auto listed = Consumers("q");
   EXPECT_EQ(listed["high"].priority, 7);
   EXPECT_EQ(listed["none"].priority, 0);
@@ -99,11 +99,11 @@ TEST_F(BrokerConsumersTest, AConnectionThatIsBehindPassesItsTurnToALowerPriority
   Subscribe(2, "q", "high", 0, 5);
   peers_[2]->writable = false;
   Publish("q", {"a", "b"});
-  EXPECT_EQ(Got(1), (Bodies{"a", "b"}));
+  EXPECT_EQ(Got(1), (BodyList{"a", "b"}));
   peers_[2]->writable = true;
   broker_.ResumeSession(2);
   Publish("q", {"c"});
-  EXPECT_EQ(Got(2), (Bodies{"c"}));
+  EXPECT_EQ(Got(2), (BodyList{"c"}));
 }
 
 TEST_F(BrokerConsumersTest, CancellingAHigherPriorityHandsItsBacklogDown) {
@@ -111,12 +111,12 @@ TEST_F(BrokerConsumersTest, CancellingAHigherPriorityHandsItsBacklogDown) {
   Subscribe(1, "q", "low", 0);
   Subscribe(2, "q", "high", 1, 9);
   Publish("q", {"a", "b", "c"});
-  EXPECT_EQ(Got(2), (Bodies{"a"}));
-  EXPECT_EQ(Got(1), (Bodies{"b", "c"}));
+  EXPECT_EQ(Got(2), (BodyList{"a"}));
+  EXPECT_EQ(Got(1), (BodyList{"b", "c"}));
   // Its unacked delivery comes back when its session closes, and goes to the one left.
   broker_.CloseSession(2);
   broker_.Flush();
-  EXPECT_EQ(Got(1), (Bodies{"a"}));
+  EXPECT_EQ(Got(1), (BodyList{"a"}));
 }
 
 TEST_F(BrokerConsumersTest, ASingleActiveConsumerGetsEverythingAndItsSuccessorTheRest) {
@@ -125,7 +125,7 @@ TEST_F(BrokerConsumersTest, ASingleActiveConsumerGetsEverythingAndItsSuccessorTh
   Subscribe(2, "sac", "second", 0);
   Subscribe(3, "sac", "third", 0, /*priority=*/10);
   Publish("sac", {"a0", "a1"});
-  EXPECT_EQ(Got(1), (Bodies{"a0", "a1"}));
+  EXPECT_EQ(Got(1), (BodyList{"a0", "a1"}));
   EXPECT_TRUE(Got(2).empty());
   EXPECT_TRUE(Got(3).empty());
   auto listed = Consumers("sac");
@@ -137,18 +137,18 @@ TEST_F(BrokerConsumersTest, ASingleActiveConsumerGetsEverythingAndItsSuccessorTh
   // gets what comes next; the unacked stay with the first session until it settles them.
   ASSERT_TRUE(broker_.Cancel(1, "first").ok());
   Publish("sac", {"b0"});
-  EXPECT_EQ(Got(3), (Bodies{"b0"}));
+  EXPECT_EQ(Got(3), (BodyList{"b0"}));
   EXPECT_TRUE(Got(2).empty());
   ASSERT_TRUE(broker_.Nack(1, 0, /*multiple=*/true, /*requeue=*/true).ok());
   broker_.Flush();
-  EXPECT_EQ(Got(3), (Bodies{"a0", "a1"})) << "returned messages keep their place, first";
+  EXPECT_EQ(Got(3), (BodyList{"a0", "a1"})) << "returned messages keep their place, first";
   EXPECT_EQ(Consumers("sac")["third"].activity, "single_active");
   // Its session closing: its unacked are redelivered to the next one, before anything new.
   broker_.CloseSession(3);
   Publish("sac", {"c0"});
   const auto& got = peers_[2]->deliveries;
   ASSERT_EQ(got.size(), 4u);
-  EXPECT_EQ(Got(2), (Bodies{"a0", "a1", "b0", "c0"}));
+  EXPECT_EQ(Got(2), (BodyList{"a0", "a1", "b0", "c0"}));
 }
 
 TEST_F(BrokerConsumersTest, SingleActiveConsumerArgumentsAndExclusiveConsumers) {
@@ -166,8 +166,8 @@ TEST_F(BrokerConsumersTest, SingleActiveConsumerArgumentsAndExclusiveConsumers) 
   Subscribe(1, "plain", "one", 0);
   Subscribe(2, "plain", "two", 0);
   Publish("plain", {"m0", "m1", "m2", "m3"});
-  EXPECT_EQ(Got(1), (Bodies{"m0", "m2"}));
-  EXPECT_EQ(Got(2), (Bodies{"m1", "m3"}));
+  EXPECT_EQ(Got(1), (BodyList{"m0", "m2"}));
+  EXPECT_EQ(Got(2), (BodyList{"m1", "m3"}));
   EXPECT_EQ(Consumers("plain")["one"].activity, "up");
 }
 
@@ -184,7 +184,7 @@ TEST_F(BrokerConsumersStoreTest, ASingleActiveConsumerQueueStaysOneAfterARestart
   ASSERT_TRUE(broker_->Subscribe(2, "sac", "second", 0, false).ok());
   Drain();
   Tick();
-  EXPECT_EQ(peer_->DeliveredBodies(), (Bodies{"a", "b", "c"}));
+  EXPECT_EQ(peer_->DeliveredBodies(), (BodyList{"a", "b", "c"}));
   EXPECT_TRUE(second->deliveries.empty());
 }
 

@@ -22,13 +22,6 @@ namespace wharf::broker {
 using store::testing::Mailbox;
 using store::testing::TempDir;
 
-// The bodies of `deliveries`, in order.
-inline std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> out;
-  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-  return out;
-}
-
 class BrokerStoreTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kS1 = 1;

@@ -21,13 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-using Bodies = std::vector<std::string>;
-
-std::vector<std::string> BodiesOf(const std::vector<Delivery>& deliveries) {
-  std::vector<std::string> out;
-  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-  return out;
-}
+using BodyList = std::vector<std::string>;
 
 class BrokerTest : public ::testing::Test {
  protected:
@@ -392,9 +386,9 @@ TEST_F(BrokerTest, AlternateExchangeReceivesUnroutableMessages) {
   Bind("unrouted", "alt", "");
   EXPECT_EQ(Publish("main", "good", "m1").routed_queues, 1u);
   EXPECT_EQ(Publish("main", "bad", "m2").routed_queues, 1u);
-  EXPECT_EQ(BodiesOf(Pull("routed", 10)), Bodies{"m1"});
+  EXPECT_EQ(Bodies(Pull("routed", 10)), BodyList{"m1"});
   auto unrouted = Pull("unrouted", 10);
-  EXPECT_EQ(BodiesOf(unrouted), Bodies{"m2"});
+  EXPECT_EQ(Bodies(unrouted), BodyList{"m2"});
   // The message keeps the exchange and key it was published with.
   ASSERT_EQ(unrouted.size(), 1u);
   EXPECT_EQ(unrouted[0].envelope->exchange, "main");
@@ -506,7 +500,7 @@ TEST_F(BrokerTest, OperationsOnlyScheduleDispatchUntilFlush) {
   EXPECT_TRUE(peer1_->deliveries.empty());
   EXPECT_EQ(peer1_->flushes, 0);
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"a", "b", "c"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"a", "b", "c"}));
   EXPECT_EQ(peer1_->flushes, 1);  // one hand-over for the whole batch
   EXPECT_EQ(peer2_->flushes, 0);  // nothing for the idle session
   broker().Flush();
@@ -610,7 +604,7 @@ TEST_F(BrokerTest, PrefetchLimitsUnackedDeliveriesPerConsumer) {
   Subscribe("q", 2);
   PublishTo("q", {"1", "2", "3", "4", "5"});
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "2"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "2"}));
   broker().Flush();
   PublishTo("q", {"6"});
   broker().Flush();
@@ -628,7 +622,7 @@ TEST_F(BrokerTest, AckFreesCreditAndTriggersNextDelivery) {
   ASSERT_TRUE(broker().Ack(kS1, peer1_->deliveries[0].delivery_tag, false).ok());
   EXPECT_EQ(peer1_->deliveries.size(), 2u);  // not before Flush
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "2", "3"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "2", "3"}));
   // Settle everything one at a time; never more than two unacked.
   size_t next_to_ack = 1;
   while (next_to_ack < peer1_->deliveries.size()) {
@@ -636,7 +630,7 @@ TEST_F(BrokerTest, AckFreesCreditAndTriggersNextDelivery) {
     ASSERT_TRUE(broker().Ack(kS1, peer1_->deliveries[next_to_ack++].delivery_tag, false).ok());
     broker().Flush();
   }
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "2", "3", "4"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "2", "3", "4"}));
   QueueInfo info = Info("q");
   EXPECT_EQ(info.ready, 0u);
   EXPECT_EQ(info.in_flight, 0u);
@@ -675,7 +669,7 @@ TEST_F(BrokerTest, UnwritablePeerGetsNoPushDeliveriesUntilResumed) {
   broker().ResumeSession(kS1);
   EXPECT_TRUE(peer1_->deliveries.empty());  // only scheduled
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "2"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "2"}));
 }
 
 TEST_F(BrokerTest, UnwritablePeerIsSkippedForOtherConsumers) {
@@ -686,7 +680,7 @@ TEST_F(BrokerTest, UnwritablePeerIsSkippedForOtherConsumers) {
   PublishTo("q", {"1", "2", "3"});
   broker().Flush();
   EXPECT_TRUE(peer1_->deliveries.empty());
-  EXPECT_EQ(peer2_->DeliveredBodies(), (Bodies{"1", "2", "3"}));
+  EXPECT_EQ(peer2_->DeliveredBodies(), (BodyList{"1", "2", "3"}));
 }
 
 TEST_F(BrokerTest, ResumeUnknownSessionIsHarmless) {
@@ -701,13 +695,13 @@ TEST_F(BrokerTest, RoundRobinSkipsConsumersWithoutCredit) {
   Subscribe("q", 0, kS2, "many");
   PublishTo("q", {"1", "2", "3", "4"});
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), Bodies{"1"});
-  EXPECT_EQ(peer2_->DeliveredBodies(), (Bodies{"2", "3", "4"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), BodyList{"1"});
+  EXPECT_EQ(peer2_->DeliveredBodies(), (BodyList{"2", "3", "4"}));
   // Once "one" acks it is back in the rotation.
   ASSERT_TRUE(broker().Ack(kS1, peer1_->deliveries[0].delivery_tag, false).ok());
   PublishTo("q", {"5"});
   broker().Flush();
-  EXPECT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "5"}));
+  EXPECT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "5"}));
 }
 
 TEST_F(BrokerTest, NackWithRequeueReturnsMessageToOriginalPositionAsRedelivered) {
@@ -715,17 +709,17 @@ TEST_F(BrokerTest, NackWithRequeueReturnsMessageToOriginalPositionAsRedelivered)
   Subscribe("q", 1);
   PublishTo("q", {"1", "2", "3"});
   broker().Flush();
-  ASSERT_EQ(peer1_->DeliveredBodies(), Bodies{"1"});
+  ASSERT_EQ(peer1_->DeliveredBodies(), BodyList{"1"});
   ASSERT_TRUE(broker().Nack(kS1, peer1_->deliveries[0].delivery_tag, false, true).ok());
   broker().Flush();
-  ASSERT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "1"}));  // ahead of "2"
+  ASSERT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "1"}));  // ahead of "2"
   const Delivery& again = peer1_->deliveries[1];
   EXPECT_EQ(again.receive_count, 2u);
   EXPECT_TRUE(again.redelivered);
   EXPECT_NE(again.delivery_tag, peer1_->deliveries[0].delivery_tag);
   ASSERT_TRUE(broker().Ack(kS1, again.delivery_tag, false).ok());
   broker().Flush();
-  ASSERT_EQ(peer1_->DeliveredBodies(), (Bodies{"1", "1", "2"}));
+  ASSERT_EQ(peer1_->DeliveredBodies(), (BodyList{"1", "1", "2"}));
   EXPECT_EQ(peer1_->deliveries[2].receive_count, 1u);
   EXPECT_FALSE(peer1_->deliveries[2].redelivered);
 }
@@ -734,13 +728,13 @@ TEST_F(BrokerTest, NackRequeuedMessagesKeepOriginalOrder) {
   DeclareQueue("q");
   PublishTo("q", {"1", "2", "3", "4"});
   auto first = Pull("q", 3);
-  ASSERT_EQ(BodiesOf(first), (Bodies{"1", "2", "3"}));
+  ASSERT_EQ(Bodies(first), (BodyList{"1", "2", "3"}));
   // Requeue newest first; they still come back in publish order, ahead of "4".
   ASSERT_TRUE(broker().Nack(kS1, first[2].delivery_tag, false, true).ok());
   ASSERT_TRUE(broker().Nack(kS1, first[0].delivery_tag, false, true).ok());
   PublishTo("q", {"5"});
   auto second = Pull("q", 10);
-  EXPECT_EQ(BodiesOf(second), (Bodies{"1", "3", "4", "5"}));
+  EXPECT_EQ(Bodies(second), (BodyList{"1", "3", "4", "5"}));
   ASSERT_EQ(second.size(), 4u);
   EXPECT_EQ(second[0].receive_count, 2u);
   EXPECT_TRUE(second[0].redelivered);
@@ -759,7 +753,7 @@ TEST_F(BrokerTest, NackWithoutRequeueDropsTheMessage) {
   EXPECT_EQ(info.ready, 1u);
   EXPECT_EQ(info.in_flight, 0u);
   EXPECT_EQ(info.acked_total, 0u);
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{"2"});
+  EXPECT_EQ(Bodies(Pull("q", 10)), BodyList{"2"});
 }
 
 TEST_F(BrokerTest, NackMultipleRequeuesEverythingUpToTheTag) {
@@ -841,13 +835,13 @@ TEST_F(BrokerTest, CloseSessionRequeuesUnackedAtOriginalPositionsAsRedelivered) 
   DeclareQueue("q");
   PublishTo("q", {"1", "2", "3"});
   auto got = Pull("q", 2, kS1);
-  ASSERT_EQ(BodiesOf(got), (Bodies{"1", "2"}));
+  ASSERT_EQ(Bodies(got), (BodyList{"1", "2"}));
   PublishTo("q", {"4"});
   broker().CloseSession(kS1);
   EXPECT_EQ(broker().session_count(), 1u);
   EXPECT_EQ(Info("q").in_flight, 0u);
   auto again = Pull("q", 10, kS2);
-  EXPECT_EQ(BodiesOf(again), (Bodies{"1", "2", "3", "4"}));
+  EXPECT_EQ(Bodies(again), (BodyList{"1", "2", "3", "4"}));
   ASSERT_EQ(again.size(), 4u);
   EXPECT_TRUE(again[0].redelivered);
   EXPECT_EQ(again[0].receive_count, 2u);
@@ -861,13 +855,13 @@ TEST_F(BrokerTest, CloseSessionMovesPushedMessagesToAnotherConsumer) {
   Subscribe("q", 1, kS1);
   PublishTo("q", {"1", "2"});
   broker().Flush();
-  ASSERT_EQ(peer1_->DeliveredBodies(), Bodies{"1"});
+  ASSERT_EQ(peer1_->DeliveredBodies(), BodyList{"1"});
   Subscribe("q", 0, kS2);
   broker().Flush();
-  ASSERT_EQ(peer2_->DeliveredBodies(), Bodies{"2"});
+  ASSERT_EQ(peer2_->DeliveredBodies(), BodyList{"2"});
   broker().CloseSession(kS1);
   broker().Flush();
-  ASSERT_EQ(peer2_->DeliveredBodies(), (Bodies{"2", "1"}));
+  ASSERT_EQ(peer2_->DeliveredBodies(), (BodyList{"2", "1"}));
   EXPECT_TRUE(peer2_->deliveries[1].redelivered);
   EXPECT_EQ(Info("q").consumers, 1u);
 }
@@ -904,7 +898,7 @@ TEST_F(BrokerTest, AnyoneMayPublishToAnExclusiveQueue) {
   // An RPC reply queue is exclusive to the caller but written by the server.
   DeclareQueue("replies", kS1, /*exclusive=*/true);
   EXPECT_EQ(Publish("", "replies", "answer", kS2).routed_queues, 1u);
-  EXPECT_EQ(BodiesOf(Pull("replies", 1, kS1)), Bodies{"answer"});
+  EXPECT_EQ(Bodies(Pull("replies", 1, kS1)), BodyList{"answer"});
 }
 
 TEST_F(BrokerTest, ExclusiveQueueIsDeletedWhenOwnerCloses) {
@@ -1121,7 +1115,7 @@ TEST_F(BrokerTest, ReceiveCompletesImmediatelyWhenMessagesAreReady) {
   broker().Flush();
   ASSERT_EQ(peer1_->completions.size(), 1u);
   EXPECT_EQ(peer1_->completions[0].request_id, 11u);
-  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), (Bodies{"1", "2"}));
+  EXPECT_EQ(Bodies(peer1_->completions[0].deliveries), (BodyList{"1", "2"}));
   const Delivery& d = peer1_->completions[0].deliveries[0];
   EXPECT_EQ(d.consumer_tag, "");
   EXPECT_EQ(d.queue, "q");
@@ -1160,7 +1154,7 @@ TEST_F(BrokerTest, ReceiveCompletesAsSoonAsAMessageIsPublished) {
   broker().Flush();
   ASSERT_EQ(peer1_->completions.size(), 1u);
   EXPECT_EQ(peer1_->completions[0].request_id, 8u);
-  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), Bodies{"hello"});
+  EXPECT_EQ(Bodies(peer1_->completions[0].deliveries), BodyList{"hello"});
   // The deadline passing later sends nothing more.
   clock_.Advance(milliseconds(60'000));
   broker().OnTimer();
@@ -1219,10 +1213,10 @@ TEST_F(BrokerTest, ReceiveBatchStaysWithinMaxMessageBytes) {
   Receive("q", 10, 1000, /*request_id=*/1);
   broker().Flush();
   ASSERT_EQ(peer1_->completions.size(), 1u);
-  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), (Bodies{a, b}));
+  EXPECT_EQ(Bodies(peer1_->completions[0].deliveries), (BodyList{a, b}));
   // What did not fit stays at the head, in order; a single message may fill a batch alone.
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{c});
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{d});
+  EXPECT_EQ(Bodies(Pull("q", 10)), BodyList{c});
+  EXPECT_EQ(Bodies(Pull("q", 10)), BodyList{d});
   EXPECT_EQ(Info("q").ready, 0u);
 }
 
@@ -1271,8 +1265,8 @@ TEST_F(BrokerTest, WaitingReceiveIsServedBeforePushConsumers) {
   PublishTo("q", {"1", "2"});
   broker().Flush();
   ASSERT_EQ(peer1_->completions.size(), 1u);
-  EXPECT_EQ(BodiesOf(peer1_->completions[0].deliveries), Bodies{"1"});
-  EXPECT_EQ(peer2_->DeliveredBodies(), Bodies{"2"});
+  EXPECT_EQ(Bodies(peer1_->completions[0].deliveries), BodyList{"1"});
+  EXPECT_EQ(peer2_->DeliveredBodies(), BodyList{"2"});
 }
 
 TEST_F(BrokerTest, ExpiredMessagesAreNotDelivered) {
@@ -1283,7 +1277,7 @@ TEST_F(BrokerTest, ExpiredMessagesAreNotDelivered) {
   ASSERT_TRUE(broker().Publish(kS1, "", "q", message).ok());
   PublishTo("q", {"forever"});
   clock_.Advance(milliseconds(100));
-  EXPECT_EQ(BodiesOf(Pull("q", 10)), Bodies{"forever"});
+  EXPECT_EQ(Bodies(Pull("q", 10)), BodyList{"forever"});
 }
 
 TEST_F(BrokerTest, ListQueuesFiltersByPrefix) {

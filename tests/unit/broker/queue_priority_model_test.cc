@@ -19,7 +19,7 @@
 namespace wharf::broker {
 namespace {
 
-constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kModelNow = 1'700'000'000'000;
 
 class LaneModel {
  public:
@@ -74,7 +74,7 @@ class LaneModel {
 
   void Publish() {
     auto e = std::make_shared<Envelope>();
-    e->message.published_at_ms = kNow;
+    e->message.published_at_ms = kModelNow;
     e->message.properties.priority =
         std::uniform_int_distribution<uint32_t>(0, max_priority_ + 2)(rng_);
     e->message.body = "m" + std::to_string(next_body_++);
@@ -88,7 +88,7 @@ class LaneModel {
   }
 
   void Pop() {
-    auto got = queue_.Pop(kNow);
+    auto got = queue_.Pop(kModelNow);
     if (ready_.empty()) {
       ASSERT_FALSE(got.has_value());
       return;

@@ -9,6 +9,13 @@
 
 namespace wharf::broker {
 
+// The bodies of `deliveries`, in order.
+inline std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
+  std::vector<std::string> out;
+  for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
+  return out;
+}
+
 // Records everything the broker pushes to one session.
 class RecordingPeer : public SessionPeer {
  public:

@@ -33,15 +33,17 @@ constexpr uint64_t kQueueA = 1;
 constexpr uint64_t kQueueB = 2;
 
 // The body published as message `id`: what a salvaged message must be, byte for byte.
-std::string Body(uint64_t id) {
+std::string CorruptionBody(uint64_t id) {
   std::string body = "message-" + std::to_string(id) + "-";
   while (body.size() < 120) body += static_cast<char>('a' + (id * 7 + body.size()) % 26);
   return body;
 }
 
-EnvelopePtr MakeEnvelope(uint64_t id) { return testing::PersistentEnvelope(id, Body(id)); }
+EnvelopePtr MakeEnvelope(uint64_t id) {
+  return testing::PersistentEnvelope(id, CorruptionBody(id));
+}
 
-QueueSpec Queue(const std::string& name) {
+QueueSpec CorruptionQueue(const std::string& name) {
   QueueSpec spec;
   spec.name = name;
   return spec;
@@ -89,8 +91,8 @@ class CorruptionTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ASSERT_TRUE((*store)->Recover().ok());
     StoreBatch topology;
-    topology.Add(StoreBatch::PutQueue{Queue("a"), kQueueA});
-    topology.Add(StoreBatch::PutQueue{Queue("b"), kQueueB});
+    topology.Add(StoreBatch::PutQueue{CorruptionQueue("a"), kQueueA});
+    topology.Add(StoreBatch::PutQueue{CorruptionQueue("b"), kQueueB});
     ASSERT_TRUE(CommitSync(store->get(), std::move(topology)).ok());
     for (uint64_t queue : {kQueueA, kQueueB}) {
       uint64_t base = first_id + (queue == kQueueA ? 0 : per_queue);
@@ -151,7 +153,8 @@ class CorruptionTest : public ::testing::Test {
       for (const LoadedMessage& m : *result) {
         EXPECT_NE(m.envelope, nullptr) << "seq " << m.seq;
         if (!m.envelope) continue;
-        EXPECT_EQ(m.envelope->message.body, Body(m.message_id)) << "a wrong message at " << m.seq;
+        EXPECT_EQ(m.envelope->message.body, CorruptionBody(m.message_id))
+            << "a wrong message at " << m.seq;
         EXPECT_EQ(m.seq, m.message_id);
         out[m.seq] = m.envelope->message.body;
         from = m.seq + 1;

@@ -26,17 +26,19 @@ using testing::Mailbox;
 using testing::OpenStore;
 using testing::TempDir;
 
-constexpr uint64_t kQueue = 1;
+constexpr uint64_t kBackupQueue = 1;
 
-std::string Body(uint64_t id) { return "message " + std::to_string(id) + std::string(200, 'b'); }
+std::string BackupBody(uint64_t id) {
+  return "message " + std::to_string(id) + std::string(200, 'b');
+}
 
-EnvelopePtr Numbered(uint64_t id) { return testing::PersistentEnvelope(id, Body(id)); }
+EnvelopePtr Numbered(uint64_t id) { return testing::PersistentEnvelope(id, BackupBody(id)); }
 
-// Messages with ids first..last as inline entries of kQueue, sequence number = id.
+// Messages with ids first..last as inline entries of kBackupQueue, sequence number = id.
 StoreBatch Entries(uint64_t first, uint64_t last) {
   StoreBatch batch;
   for (uint64_t id = first; id <= last; ++id) {
-    batch.Add(StoreBatch::PutEntry{EntryRef{kQueue, id, id, 0, kEntryInline, Numbered(id)}});
+    batch.Add(StoreBatch::PutEntry{EntryRef{kBackupQueue, id, id, 0, kEntryInline, Numbered(id)}});
   }
   return batch;
 }
@@ -50,7 +52,7 @@ class RocksDbStoreBackupTest : public ::testing::Test {
     StoreBatch batch;
     QueueSpec q;
     q.name = "q";
-    batch.Add(StoreBatch::PutQueue{q, kQueue});
+    batch.Add(StoreBatch::PutQueue{q, kBackupQueue});
     ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   }
 
@@ -66,7 +68,7 @@ class RocksDbStoreBackupTest : public ::testing::Test {
     return std::move(*result);
   }
 
-  // Opens the copy in `directory` as a store and reads every entry of kQueue: id -> body.
+  // Opens the copy in `directory` as a store and reads every entry of kBackupQueue: id -> body.
   std::map<uint64_t, std::string> OpenCopy(const std::string& directory) {
     Mailbox mailbox;
     auto copy = OpenStore(directory + "/store", &mailbox);
@@ -75,7 +77,7 @@ class RocksDbStoreBackupTest : public ::testing::Test {
     EXPECT_TRUE(state.ok()) << state.status().ToString();
     std::map<uint64_t, std::string> out;
     bool done = false;
-    copy->Load(kQueue, 0, UINT64_MAX, 1'000'000, UINT64_MAX,
+    copy->Load(kBackupQueue, 0, UINT64_MAX, 1'000'000, UINT64_MAX,
                [&](Result<std::vector<LoadedMessage>> r) {
                  EXPECT_TRUE(r.ok()) << r.status().ToString();
                  if (r.ok()) {
@@ -112,7 +114,7 @@ TEST_F(RocksDbStoreBackupTest, CopyOpensWithEveryCommittedMessage) {
   // A body shared by two queues' entries is copied too (messages family, reference count).
   StoreBatch shared;
   shared.Add(StoreBatch::PutMessage{Numbered(3001), 2});
-  shared.Add(StoreBatch::PutEntry{EntryRef{kQueue, 3001, 3001, 0, kEntryShared}});
+  shared.Add(StoreBatch::PutEntry{EntryRef{kBackupQueue, 3001, 3001, 0, kEntryShared}});
   shared.Add(StoreBatch::PutEntry{EntryRef{2, 1, 3001, 0, kEntryShared}});
   ASSERT_TRUE(CommitSync(std::move(shared)).ok());
 
@@ -128,7 +130,7 @@ TEST_F(RocksDbStoreBackupTest, CopyOpensWithEveryCommittedMessage) {
 
   auto copy = OpenCopy(target);
   ASSERT_EQ(copy.size(), 3001u);
-  for (const auto& [id, body] : copy) EXPECT_EQ(body, Body(id)) << id;
+  for (const auto& [id, body] : copy) EXPECT_EQ(body, BackupBody(id)) << id;
   EXPECT_TRUE(PartialSiblings(target).empty());
   // The live store goes on as before.
   ASSERT_TRUE(CommitSync(Entries(3002, 3002)).ok());
@@ -198,7 +200,7 @@ TEST_F(RocksDbStoreBackupTest, CommitsInFlightGoOnAndTheCopyHoldsEveryConfirmedO
   EXPECT_EQ(n % kPerCommit, 0u) << "half a commit in the copy";
   EXPECT_GE(n, max_confirmed_before_backup) << "a commit confirmed before the backup is missing";
   for (const auto& [id, body] : copy) {
-    ASSERT_EQ(body, Body(id)) << "garbled message " << id;
+    ASSERT_EQ(body, BackupBody(id)) << "garbled message " << id;
   }
   std::printf(
       "backup held %llu messages; %llu were confirmed before it was asked for, %llu "
