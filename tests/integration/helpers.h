@@ -20,7 +20,6 @@
 
 namespace wharf::testing {
 
-// The wall clock in Unix milliseconds, as the broker stamps and compares due times.
 // A persistent message with this body.
 inline Message PersistentMessage(const std::string& body) {
   Message m;
@@ -29,6 +28,7 @@ inline Message PersistentMessage(const std::string& body) {
   return m;
 }
 
+// The wall clock in Unix milliseconds, as the broker stamps and compares due times.
 inline int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
