@@ -16,8 +16,6 @@
 namespace wharf::broker {
 namespace {
 
-using BodyList = std::vector<std::string>;
-
 class BrokerConsumersTest : public ::testing::Test {
  protected:
   BrokerConsumersTest() : broker_(BrokerOptions{}, &clock_) {

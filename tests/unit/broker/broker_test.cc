@@ -21,8 +21,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-using BodyList = std::vector<std::string>;
-
 class BrokerTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kS1 = 1;

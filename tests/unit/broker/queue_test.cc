@@ -34,7 +34,7 @@ std::vector<std::string> Drain(Queue& queue, int64_t now = kNow) {
   return out;
 }
 
-using Bodies = std::vector<std::string>;
+using BodyList = std::vector<std::string>;
 
 TEST(Queue, NewQueueIsEmpty) {
   Queue q = MakeQueue();
@@ -48,7 +48,7 @@ TEST(Queue, PopsInPublishOrder) {
   for (const char* body : {"1", "2", "3"}) q.Enqueue(MakeEnvelope(body));
   EXPECT_EQ(q.ready(), 3u);
   EXPECT_TRUE(q.HasReady());
-  EXPECT_EQ(Drain(q), (Bodies{"1", "2", "3"}));
+  EXPECT_EQ(Drain(q), (BodyList{"1", "2", "3"}));
   EXPECT_EQ(q.ready(), 0u);
   EXPECT_FALSE(q.HasReady());
 }
@@ -70,7 +70,7 @@ TEST(Queue, InterleavedEnqueueAndPopStayFifo) {
   q.Enqueue(MakeEnvelope("2"));
   EXPECT_EQ(q.Pop(kNow)->envelope->message.body, "1");
   q.Enqueue(MakeEnvelope("3"));
-  EXPECT_EQ(Drain(q), (Bodies{"2", "3"}));
+  EXPECT_EQ(Drain(q), (BodyList{"2", "3"}));
 }
 
 TEST(Queue, RequeueReturnsMessageToItsOriginalPositionAheadOfNewerOnes) {
@@ -82,7 +82,7 @@ TEST(Queue, RequeueReturnsMessageToItsOriginalPositionAheadOfNewerOnes) {
   q.Enqueue(MakeEnvelope("5"));  // published after the first two went out
   q.Requeue(std::move(*two));
   EXPECT_EQ(q.ready(), 4u);
-  EXPECT_EQ(Drain(q), (Bodies{"2", "3", "4", "5"}));
+  EXPECT_EQ(Drain(q), (BodyList{"2", "3", "4", "5"}));
 }
 
 TEST(Queue, RequeuedMessagesKeepSequenceOrderWhateverTheReturnOrder) {
@@ -94,7 +94,7 @@ TEST(Queue, RequeuedMessagesKeepSequenceOrderWhateverTheReturnOrder) {
   q.Requeue(std::move(out[2]));
   q.Requeue(std::move(out[0]));
   q.Requeue(std::move(out[1]));
-  EXPECT_EQ(Drain(q), (Bodies{"1", "2", "3", "4", "5"}));
+  EXPECT_EQ(Drain(q), (BodyList{"1", "2", "3", "4", "5"}));
 }
 
 TEST(Queue, RequeueKeepsReceiveCountAndSequence) {
@@ -122,14 +122,14 @@ TEST(Queue, RequeueDoesNotCountAsPublish) {
 TEST(Queue, MessageWithoutExpirationNeverExpires) {
   Queue q = MakeQueue();
   q.Enqueue(MakeEnvelope("m", /*expiration_ms=*/0, /*published_at_ms=*/0));
-  EXPECT_EQ(Drain(q, kNow), (Bodies{"m"}));
+  EXPECT_EQ(Drain(q, kNow), (BodyList{"m"}));
   EXPECT_EQ(q.expired_total, 0u);
 }
 
 TEST(Queue, MessageIsLiveUntilItsExpirationHasPassed) {
   Queue q = MakeQueue();
   q.Enqueue(MakeEnvelope("m", /*expiration_ms=*/100, /*published_at_ms=*/kNow));
-  EXPECT_EQ(Drain(q, kNow + 99), (Bodies{"m"}));
+  EXPECT_EQ(Drain(q, kNow + 99), (BodyList{"m"}));
   EXPECT_EQ(q.expired_total, 0u);
 }
 
@@ -139,7 +139,7 @@ TEST(Queue, PopSkipsAndCountsExpiredMessages) {
   q.Enqueue(MakeEnvelope("fresh", /*expiration_ms=*/100, /*published_at_ms=*/kNow - 99));
   q.Enqueue(MakeEnvelope("older", /*expiration_ms=*/10, /*published_at_ms=*/kNow - 1000));
   q.Enqueue(MakeEnvelope("forever"));
-  EXPECT_EQ(Drain(q, kNow), (Bodies{"fresh", "forever"}));
+  EXPECT_EQ(Drain(q, kNow), (BodyList{"fresh", "forever"}));
   EXPECT_EQ(q.expired_total, 2u);
   EXPECT_EQ(q.ready(), 0u);
 }
@@ -160,7 +160,7 @@ TEST(Queue, RequeuedMessageCanExpire) {
   auto m = q.Pop(kNow);
   ASSERT_TRUE(m);
   q.Requeue(std::move(*m));
-  EXPECT_EQ(Drain(q, kNow + 50), (Bodies{"n"}));
+  EXPECT_EQ(Drain(q, kNow + 50), (BodyList{"n"}));
   EXPECT_EQ(q.expired_total, 1u);
 }
 
@@ -184,7 +184,7 @@ TEST(Queue, PurgeLeavesOrderingIntactForLaterMessages) {
   EXPECT_EQ(q.Purge().count, 1u);
   q.Enqueue(MakeEnvelope("3"));
   q.Requeue(std::move(*out));
-  EXPECT_EQ(Drain(q), (Bodies{"1", "3"}));
+  EXPECT_EQ(Drain(q), (BodyList{"1", "3"}));
 }
 
 TEST(Queue, InfoReportsSpecAndCounters) {
@@ -306,7 +306,7 @@ TEST(QueuePriority, HighestPriorityFirstAndPublishOrderWithinOne) {
   q.Enqueue(WithPriority("mid-2", 5));
   q.Enqueue(WithPriority("high-2", 9));
   EXPECT_EQ(q.ready(), 6u);
-  EXPECT_EQ(Drain(q), (Bodies{"high-1", "high-2", "mid-1", "mid-2", "low-1", "low-2"}));
+  EXPECT_EQ(Drain(q), (BodyList{"high-1", "high-2", "mid-1", "mid-2", "low-1", "low-2"}));
 }
 
 TEST(QueuePriority, APriorityAboveTheMaximumCountsAsTheMaximum) {
@@ -314,14 +314,14 @@ TEST(QueuePriority, APriorityAboveTheMaximumCountsAsTheMaximum) {
   q.Enqueue(WithPriority("three", 3));
   q.Enqueue(WithPriority("two-hundred", 200));
   q.Enqueue(WithPriority("two", 2));
-  EXPECT_EQ(Drain(q), (Bodies{"three", "two-hundred", "two"}));
+  EXPECT_EQ(Drain(q), (BodyList{"three", "two-hundred", "two"}));
 }
 
 TEST(QueuePriority, WithoutMaxPriorityThePropertyIsIgnored) {
   Queue q = MakeQueue();
   q.Enqueue(WithPriority("first", 0));
   q.Enqueue(WithPriority("second", 9));
-  EXPECT_EQ(Drain(q), (Bodies{"first", "second"}));
+  EXPECT_EQ(Drain(q), (BodyList{"first", "second"}));
 }
 
 TEST(QueuePriority, SequenceNumbersNameTheLaneHighestFirst) {
@@ -343,7 +343,7 @@ TEST(QueuePriority, ARequeuedMessageGoesBackToTheHeadOfItsOwnLane) {
   EXPECT_EQ(taken->envelope->message.body, "low-1");
   q.Enqueue(WithPriority("high", 5));
   q.Requeue(std::move(*taken));
-  EXPECT_EQ(Drain(q), (Bodies{"high", "low-1", "low-2"}));
+  EXPECT_EQ(Drain(q), (BodyList{"high", "low-1", "low-2"}));
 }
 
 TEST(QueuePriority, AHigherLaneOnDiskHoldsBackLowerLanesUntilLoaded) {
@@ -371,7 +371,7 @@ TEST(QueuePriority, AHigherLaneOnDiskHoldsBackLowerLanesUntilLoaded) {
   loaded.push_back(QueuedMessage{high, seq, 0, true, 0, 0, nullptr});
   EXPECT_TRUE(q.AddLoaded(std::move(loaded), 1, seq, /*reached_end=*/true));
   EXPECT_FALSE(q.loading());
-  EXPECT_EQ(Drain(q), (Bodies{"high", "low-1", "low-2"}));
+  EXPECT_EQ(Drain(q), (BodyList{"high", "low-1", "low-2"}));
 }
 
 TEST(QueuePriority, NewMessagesOfALaneWithPagedOnesArePagedToo) {

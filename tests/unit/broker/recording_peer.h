@@ -9,8 +9,11 @@
 
 namespace wharf::broker {
 
+// Bodies in order, as the tests expect them.
+using BodyList = std::vector<std::string>;
+
 // The bodies of `deliveries`, in order.
-inline std::vector<std::string> Bodies(const std::vector<Delivery>& deliveries) {
+inline BodyList Bodies(const std::vector<Delivery>& deliveries) {
   std::vector<std::string> out;
   for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
   return out;
@@ -74,11 +77,7 @@ class RecordingPeer : public SessionPeer {
   void Flush() override { ++flushes; }
   bool Writable() const override { return writable; }
 
-  std::vector<std::string> DeliveredBodies() const {
-    std::vector<std::string> out;
-    for (const auto& d : deliveries) out.push_back(d.envelope->message.body);
-    return out;
-  }
+  BodyList DeliveredBodies() const { return Bodies(deliveries); }
 
   std::vector<Delivery> deliveries;
   std::vector<Completion> completions;
