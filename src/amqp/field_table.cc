@@ -21,15 +21,14 @@ std::string Letter(char type) {
   return std::string("0x") + kHex[c >> 4] + kHex[c & 0xF];
 }
 
-std::string Quoted(std::string_view key) { return "'" + CutForDisplay(key, 64) + "'"; }
-
 Status DecodeEntries(std::string_view bytes, int depth, FieldTable* out);
 Status DecodeArray(std::string_view bytes, int depth, std::string_view key, FieldArray* out);
 
 // Reads one value of letter `type` from `r`. `key` names the entry, for errors.
 Status DecodeValue(Reader& r, char type, int depth, std::string_view key, FieldValue* out) {
   auto truncated = [&] {
-    return Malformed("the value of " + Quoted(key) + " (type " + Letter(type) + ") is truncated");
+    return Malformed("the value of " + QuotedForDisplay(key, 64) + " (type " + Letter(type) +
+                     ") is truncated");
   };
   out->type = type;
   switch (type) {
@@ -138,7 +137,7 @@ Status DecodeValue(Reader& r, char type, int depth, std::string_view key, FieldV
       out->value = std::monostate();
       return Status::Ok();
     default:
-      return Malformed("unknown field type " + Letter(type) + " for " + Quoted(key));
+      return Malformed("unknown field type " + Letter(type) + " for " + QuotedForDisplay(key, 64));
   }
 }
 
@@ -148,7 +147,8 @@ Status DecodeEntries(std::string_view bytes, int depth, FieldTable* out) {
     std::string_view key;
     if (!r.ShortStr(&key)) return Malformed("a field name is truncated");
     uint8_t type;
-    if (!r.Octet(&type)) return Malformed("the type of " + Quoted(key) + " is missing");
+    if (!r.Octet(&type))
+      return Malformed("the type of " + QuotedForDisplay(key, 64) + " is missing");
     FieldValue value;
     WHARF_RETURN_IF_ERROR(DecodeValue(r, static_cast<char>(type), depth, key, &value));
     out->entries.emplace_back(std::string(key), std::move(value));

@@ -89,7 +89,7 @@ Status CheckMessageSize(const Message& message, uint64_t max_message_bytes, uint
   return Status::Ok();
 }
 
-std::string Quote(std::string_view name) { return "'" + CutForDisplay(name) + "'"; }
+std::string Quote(std::string_view name) { return QuotedForDisplay(name); }
 
 Status ValidateName(std::string_view kind, std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) {

@@ -21,6 +21,10 @@ std::string CutForDisplay(std::string_view text, size_t max_bytes) {
   return fmt::format("{}...({} bytes)", cut, text.size());
 }
 
+std::string QuotedForDisplay(std::string_view text, size_t max_bytes) {
+  return "'" + CutForDisplay(text, max_bytes) + "'";
+}
+
 std::string EscapeForLog(std::string_view text, size_t max_bytes) {
   return fmt::format("{}", LogSafe(text, max_bytes));
 }

@@ -50,6 +50,9 @@ std::string_view CutAtCharBoundary(std::string_view text, size_t max_bytes);
 // `text` when it fits in `max_bytes`; else its cut prefix and "...(N bytes)".
 std::string CutForDisplay(std::string_view text, size_t max_bytes = kLogSafeMaxBytes);
 
+// CutForDisplay(text, max_bytes) in single quotes: a name inside an error message.
+std::string QuotedForDisplay(std::string_view text, size_t max_bytes = kLogSafeMaxBytes);
+
 // LogSafe as a string, for places that build text before logging it.
 std::string EscapeForLog(std::string_view text, size_t max_bytes = kLogSafeMaxBytes);
 

@@ -288,6 +288,12 @@ Reply Error(int status, const std::string& error, const std::string& reason) {
   return Reply{status, ErrorJson(error, reason)};
 }
 
+const std::string* QueryParam(const std::multimap<std::string, std::string>& params,
+                              const std::string& key) {
+  auto it = params.find(key);
+  return it == params.end() ? nullptr : &it->second;
+}
+
 Reply NotFound() { return Error(404, "Object Not Found", "Not Found"); }
 
 Reply Done(int status) { return Reply{status, nullptr}; }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,6 +72,9 @@ Reply Error(int status, const std::string& error, const std::string& reason);
 Reply NotFound();
 // A change's answer without a body (201, 204), as RabbitMQ's.
 Reply Done(int status);
+// The value of query parameter `key` (the first when repeated), or nullptr when absent.
+const std::string* QueryParam(const std::multimap<std::string, std::string>& params,
+                              const std::string& key);
 // A request's JSON body into `out` (an object; {} when empty), or the 400 to answer: RabbitMQ's
 // "not_json" for what is not a JSON object, and a body nesting deeper than kMaxBodyDepth.
 inline constexpr int kMaxBodyDepth = 32;

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/regex.h"
+#include "server/api_json.h"
 
 namespace wharf::server {
 namespace {
@@ -14,12 +15,6 @@ using json::Json;
 ListError Bad(std::string what) { return ListError{"bad_request", std::move(what)}; }
 ListError BadPage(std::string what) {
   return ListError{"invalid_pagination_parameters", std::move(what)};
-}
-
-const std::string* Param(const std::multimap<std::string, std::string>& params,
-                         const std::string& key) {
-  auto it = params.find(key);
-  return it == params.end() ? nullptr : &it->second;
 }
 
 std::optional<ListError> PositiveInteger(const std::string& key, const std::string& text,
@@ -89,8 +84,8 @@ Json Columns(const Json& item, const std::vector<std::string>& columns) {
 std::optional<ListError> ParseListQuery(const std::multimap<std::string, std::string>& params,
                                         ListQuery* query) {
   *query = ListQuery();
-  if (const std::string* name = Param(params, "name")) query->name = *name;
-  if (const std::string* regex = Param(params, "use_regex")) {
+  if (const std::string* name = api::QueryParam(params, "name")) query->name = *name;
+  if (const std::string* regex = api::QueryParam(params, "use_regex")) {
     if (auto bad = Boolean("use_regex", *regex, &query->use_regex)) return bad;
   }
   if (query->use_regex && !query->name.empty()) {
@@ -100,11 +95,11 @@ std::optional<ListError> ParseListQuery(const std::multimap<std::string, std::st
                  std::string(compiled.status().message()));
     }
   }
-  if (const std::string* sort = Param(params, "sort")) query->sort = *sort;
-  if (const std::string* reverse = Param(params, "sort_reverse")) {
+  if (const std::string* sort = api::QueryParam(params, "sort")) query->sort = *sort;
+  if (const std::string* reverse = api::QueryParam(params, "sort_reverse")) {
     if (auto bad = Boolean("sort_reverse", *reverse, &query->sort_reverse)) return bad;
   }
-  if (const std::string* columns = Param(params, "columns")) {
+  if (const std::string* columns = api::QueryParam(params, "columns")) {
     std::string_view rest = *columns;
     while (!rest.empty()) {
       const size_t comma = rest.find(',');
@@ -114,12 +109,12 @@ std::optional<ListError> ParseListQuery(const std::multimap<std::string, std::st
       rest.remove_prefix(comma + 1);
     }
   }
-  if (const std::string* page = Param(params, "page")) {
+  if (const std::string* page = api::QueryParam(params, "page")) {
     uint64_t value = 0;
     if (auto bad = PositiveInteger("page", *page, &value)) return bad;
     query->page = value;
   }
-  if (const std::string* size = Param(params, "page_size")) {
+  if (const std::string* size = api::QueryParam(params, "page_size")) {
     if (auto bad = PositiveInteger("page_size", *size, &query->page_size)) return bad;
     if (query->page_size > ListQuery::kMaxPageSize) {
       return BadPage("page_size must be at most " + std::to_string(ListQuery::kMaxPageSize) +

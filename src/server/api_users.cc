@@ -23,8 +23,6 @@ using api::Done;
 using api::NotFound;
 api::Reply BadRequest(const std::string& reason) { return api::Error(400, "bad_request", reason); }
 
-std::string Quoted(std::string_view text) { return "'" + CutForDisplay(text) + "'"; }
-
 // The string member `key` of `body` into `out`; false when it is there but not a string.
 bool Text(const Json& body, const char* key, std::optional<std::string>* out) {
   auto it = body.find(key);
@@ -57,7 +55,7 @@ std::optional<api::Reply> ReadUserLimits(const Json& body, UserChange* change) {
     } else if (key == "max-channels") {
       change->max_channels = *limit;
     } else {
-      return BadRequest("limits: " + Quoted(key) +
+      return BadRequest("limits: " + QuotedForDisplay(key) +
                         " is not a user limit (max-connections, max-channels)");
     }
   }
@@ -84,8 +82,8 @@ std::optional<api::Reply> ReadLimitValue(const std::string& text, const std::str
 std::optional<api::Reply> ReadLimit(const std::string& limit, const char* kind, const char* other,
                                     const std::string* body, int64_t* value) {
   if (limit != "max-connections" && limit != other) {
-    return BadRequest(Quoted(limit) + " is not a " + kind + " limit (max-connections, " + other +
-                      ")");
+    return BadRequest(QuotedForDisplay(limit) + " is not a " + kind + " limit (max-connections, " +
+                      other + ")");
   }
   *value = -1;
   if (!body) return std::nullopt;
@@ -106,7 +104,8 @@ class BulkDelete : public std::enable_shared_from_this<BulkDelete> {
   void Next() {
     if (next_ == names_.size()) return answer_(Done(204));
     const std::string& name = names_[next_++];
-    if (!context_.users->Find(name)) return answer_(BadRequest("no_such_user: " + Quoted(name)));
+    if (!context_.users->Find(name))
+      return answer_(BadRequest("no_such_user: " + QuotedForDisplay(name)));
     UserChange change;
     change.kind = UserChange::Kind::kDelete;
     change.name = name;
@@ -336,7 +335,7 @@ api::Reply ApiUsers::SetUserLimit(const std::string& user, const std::string& li
   return Run([change = std::move(change), actor = Actor()](const ServerContext& server,
                                                            Answer answer) mutable {
     if (!server.users->Find(change.name)) {
-      return answer(BadRequest("no_such_user: " + Quoted(change.name)));
+      return answer(BadRequest("no_such_user: " + QuotedForDisplay(change.name)));
     }
     ChangeUser(server, std::move(change), actor, [answer](const UserChangeDone& done) {
       answer(done.status.ok() ? Done(204) : api::ErrorOf(done.status));

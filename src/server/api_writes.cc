@@ -46,14 +46,8 @@ bool Counting(const Json& value) {
   return value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0);
 }
 
-const std::string* Param(const std::multimap<std::string, std::string>& params,
-                         const std::string& key) {
-  auto it = params.find(key);
-  return it == params.end() ? nullptr : &it->second;
-}
-
 bool IsTrue(const std::multimap<std::string, std::string>& params, const std::string& key) {
-  const std::string* value = Param(params, key);
+  const std::string* value = api::QueryParam(params, key);
   return value != nullptr && *value == "true";
 }
 
@@ -254,7 +248,7 @@ api::Reply ApiWrites::Peek(const std::string& vhost, const std::string& name,
   uint64_t limit = 50;
   for (auto [key, value] :
        {std::pair<const char*, uint64_t*>{"after", &after}, {"limit", &limit}}) {
-    const std::string* text = Param(params, key);
+    const std::string* text = api::QueryParam(params, key);
     if (text == nullptr) continue;
     auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), *value);
     if (text->empty() || ec != std::errc() || end != text->data() + text->size()) {
@@ -266,7 +260,7 @@ api::Reply ApiWrites::Peek(const std::string& vhost, const std::string& name,
     return api::Error(400, "bad_request",
                       "limit must be from 1 to " + std::to_string(kMaxMessages));
   }
-  const std::string* body_param = Param(params, "body");
+  const std::string* body_param = api::QueryParam(params, "body");
   const bool with_body = body_param == nullptr || *body_param != "false";
   return Run(vhost,
              [vhost, name, after, limit, with_body](ApiSession& session, broker::Broker& broker) {
@@ -506,7 +500,7 @@ api::Reply ApiWrites::ListDelayed(const std::string& vhost, const std::string& q
   int64_t after_ms = 0;
   uint64_t after_id = 0;
   uint64_t limit = 50;
-  if (const std::string* after = Param(params, "after")) {
+  if (const std::string* after = api::QueryParam(params, "after")) {
     // MS:ID, as next_after gives it.
     const size_t colon = after->find(':');
     const std::string bad = "after must be MS:ID, as next_after gives it";
@@ -518,7 +512,7 @@ api::Reply ApiWrites::ListDelayed(const std::string& vhost, const std::string& q
     }
     after_id = *id;
   }
-  if (const std::string* text = Param(params, "limit")) {
+  if (const std::string* text = api::QueryParam(params, "limit")) {
     auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), limit);
     if (ec != std::errc() || end != text->data() + text->size() || limit == 0 ||
         limit > kMaxMessages) {

@@ -28,8 +28,6 @@ constexpr const char* kGuest = "guest";
 constexpr const char* kGuestIsWharfs =
     "Wharf's own loopback-only administrator ([auth] loopback_guest); never imported";
 
-std::string Quoted(std::string_view text) { return "'" + CutForDisplay(text) + "'"; }
-
 bool IsBuiltinExchange(std::string_view name) { return name.empty() || name.starts_with("amq."); }
 
 // The exchange's type as RabbitMQ names it, and its arguments as declared (the alternate
@@ -68,7 +66,7 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
       Status s = broker().AddVhost(v.name, v.description);
       if (s.ok() && v.limits) s = broker().SetVhostLimits(v.name, *v.limits);
       if (!s.ok()) {
-        Error("vhost " + Quoted(v.name) + ": " + std::string(s.message()));
+        Error("vhost " + QuotedForDisplay(v.name) + ": " + std::string(s.message()));
         continue;
       }
       ++report_.vhosts;
@@ -83,7 +81,7 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
     UserDirectory& users = *context_.users;
     std::map<std::string, store::StoredUser> changed;
     for (const json::DefinitionsUser& u : definitions_.users) {
-      const std::string what = "user " + Quoted(u.name);
+      const std::string what = "user " + QuotedForDisplay(u.name);
       if (u.name == kGuest) {
         report_.skipped.push_back(what + ": " + kGuestIsWharfs);
         continue;
@@ -109,8 +107,8 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
       changed[u.name] = std::move(user);
     }
     for (const json::DefinitionsPermission& p : definitions_.permissions) {
-      const std::string what =
-          "permissions of user " + Quoted(p.user) + " in vhost " + Quoted(p.permission.vhost);
+      const std::string what = "permissions of user " + QuotedForDisplay(p.user) + " in vhost " +
+                               QuotedForDisplay(p.permission.vhost);
       if (p.user == kGuest) {
         report_.skipped.push_back(what + ": " + kGuestIsWharfs);
         continue;
@@ -171,8 +169,8 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
     for (const PolicyInfo& p : definitions_.policies) {
       Status s = broker().SetPolicy(p);
       if (!s.ok()) {
-        Error("policy " + Quoted(p.name) + " in vhost " + Quoted(p.vhost) + ": " +
-              std::string(s.message()));
+        Error("policy " + QuotedForDisplay(p.name) + " in vhost " + QuotedForDisplay(p.vhost) +
+              ": " + std::string(s.message()));
         continue;
       }
       ++report_.policies;
@@ -186,7 +184,7 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
     // Internal and trusted (server/internal_session.h), one per vhost.
     auto id = OpenInternalSession(context_, vhost, "definitions import");
     if (!id.ok()) {
-      Error("vhost " + Quoted(vhost) + ": " + std::string(id.status().message()));
+      Error("vhost " + QuotedForDisplay(vhost) + ": " + std::string(id.status().message()));
       return 0;
     }
     sessions_[vhost] = *id;
@@ -195,8 +193,8 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
 
   void Topology() {
     for (const json::DefinitionsExchange& e : definitions_.exchanges) {
-      const std::string what =
-          "exchange " + Quoted(e.spec.name) + " in vhost " + Quoted(e.spec.vhost);
+      const std::string what = "exchange " + QuotedForDisplay(e.spec.name) + " in vhost " +
+                               QuotedForDisplay(e.spec.vhost);
       if (IsBuiltinExchange(e.spec.name)) continue;  // every vhost has them
       const uint64_t session = SessionIn(e.spec.vhost);
       if (session == 0) {
@@ -213,7 +211,8 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
       ++report_.exchanges;
     }
     for (const QueueSpec& q : definitions_.queues) {
-      const std::string what = "queue " + Quoted(q.name) + " in vhost " + Quoted(q.vhost);
+      const std::string what =
+          "queue " + QuotedForDisplay(q.name) + " in vhost " + QuotedForDisplay(q.vhost);
       const uint64_t session = SessionIn(q.vhost);
       if (session == 0) {
         Error(what + ": no such vhost");
@@ -229,9 +228,10 @@ class ImportRun : public std::enable_shared_from_this<ImportRun> {
       ++report_.queues;
     }
     for (const BindingSpec& b : definitions_.bindings) {
-      const std::string what = "binding of " + Quoted(b.exchange) + " to " +
-                               Quoted(b.queue.empty() ? b.destination_exchange : b.queue) +
-                               " in vhost " + Quoted(b.vhost);
+      const std::string what =
+          "binding of " + QuotedForDisplay(b.exchange) + " to " +
+          QuotedForDisplay(b.queue.empty() ? b.destination_exchange : b.queue) + " in vhost " +
+          QuotedForDisplay(b.vhost);
       const uint64_t session = SessionIn(b.vhost);
       if (session == 0) {
         Error(what + ": no such vhost");

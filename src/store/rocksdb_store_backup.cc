@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 // The target holds the store as a data directory does: `wharfd --data-dir TARGET` opens it.
 constexpr const char* kStoreDirName = "store";
 
-std::string Quoted(const std::string& path) { return "'" + CutForDisplay(path, PATH_MAX) + "'"; }
+std::string QuotedPath(const std::string& path) { return QuotedForDisplay(path, PATH_MAX); }
 
 std::string ProcessUser() {
   std::string buffer(4096, '\0');
@@ -89,11 +89,11 @@ bool IsEmptyDirectory(const fs::path& dir, int* error) {
 // Makes a rename or a new entry in `dir` durable.
 Status SyncDirectory(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return FileError(errno, "cannot open " + Quoted(dir) + " to sync it");
+  if (fd < 0) return FileError(errno, "cannot open " + QuotedPath(dir) + " to sync it");
   int rc = ::fsync(fd);
   int error = errno;
   ::close(fd);
-  if (rc != 0) return FileError(error, "cannot sync " + Quoted(dir));
+  if (rc != 0) return FileError(error, "cannot sync " + QuotedPath(dir));
   return Status::Ok();
 }
 
@@ -105,31 +105,31 @@ Status CheckTarget(const fs::path& target, bool* exists) {
   if (::stat(parent.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) {
       return Status(StatusCode::kPreconditionFailed,
-                    "the parent directory " + Quoted(parent) +
+                    "the parent directory " + QuotedPath(parent) +
                         " does not exist: make it first (a backup makes only the last "
                         "component of its directory)");
     }
-    return FileError(errno, "cannot reach the parent directory " + Quoted(parent));
+    return FileError(errno, "cannot reach the parent directory " + QuotedPath(parent));
   }
   if (!S_ISDIR(st.st_mode)) {
     return Status(StatusCode::kPreconditionFailed,
-                  "the parent " + Quoted(parent) + " is not a directory");
+                  "the parent " + QuotedPath(parent) + " is not a directory");
   }
   *exists = false;
   if (::lstat(target.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
-    return FileError(errno, "cannot look at " + Quoted(target));
+    return FileError(errno, "cannot look at " + QuotedPath(target));
   }
   if (!S_ISDIR(st.st_mode)) {
     return Status(StatusCode::kPreconditionFailed,
-                  Quoted(target) + " exists and is not a directory: give a new directory");
+                  QuotedPath(target) + " exists and is not a directory: give a new directory");
   }
   int error = 0;
   if (!IsEmptyDirectory(target, &error)) {
-    if (error != 0) return FileError(error, "cannot read " + Quoted(target));
-    return Status(
-        StatusCode::kPreconditionFailed,
-        Quoted(target) + " already exists and is not empty: give a new directory, or an empty one");
+    if (error != 0) return FileError(error, "cannot read " + QuotedPath(target));
+    return Status(StatusCode::kPreconditionFailed,
+                  QuotedPath(target) +
+                      " already exists and is not empty: give a new directory, or an empty one");
   }
   *exists = true;
   return Status::Ok();
@@ -167,7 +167,7 @@ void RocksDbStore::Backup(std::string directory, BackupCallback done) {
                          " bytes, no NUL)");
   } else if (!target.is_absolute()) {
     refused = Status(StatusCode::kInvalidArgument,
-                     "backup directory " + Quoted(directory) +
+                     "backup directory " + QuotedPath(directory) +
                          " is not absolute: the broker writes it on its own machine, whose "
                          "working directory is not the client's; give an absolute path");
   } else {
@@ -184,8 +184,8 @@ void RocksDbStore::Backup(std::string directory, BackupCallback done) {
                        "backup directory '/' exists and is not empty: give a new directory");
     } else if (!inside.empty() && *inside.begin() != "..") {
       refused = Status(StatusCode::kInvalidArgument,
-                       "backup directory " + Quoted(target) + " is inside the live store " +
-                           Quoted(store) + ": give a directory outside it");
+                       "backup directory " + QuotedPath(target) + " is inside the live store " +
+                           QuotedPath(store) + ": give a directory outside it");
     }
   }
   {
@@ -194,7 +194,7 @@ void RocksDbStore::Backup(std::string directory, BackupCallback done) {
       refused = Status(StatusCode::kShuttingDown, "the message store is closed");
     } else if (refused.ok() && !backup_directory_.empty()) {
       refused = Status(StatusCode::kResourceLocked,
-                       "a backup to " + Quoted(backup_directory_) +
+                       "a backup to " + QuotedPath(backup_directory_) +
                            " is running: one at a time; try again when it has finished");
     } else if (refused.ok()) {
       backup_directory_ = target.string();
@@ -250,7 +250,7 @@ Result<BackupInfo> RocksDbStore::RunBackup(const BackupRequest& request, uint64_
   if (!exists) {
     std::string name = (parent / ("." + target.filename().string() + ".partial-XXXXXX")).string();
     if (::mkdtemp(name.data()) == nullptr) {
-      return FileError(errno, "cannot make a directory in " + Quoted(parent));
+      return FileError(errno, "cannot make a directory in " + QuotedPath(parent));
     }
     staging = name;
   }
@@ -279,7 +279,7 @@ Result<BackupInfo> RocksDbStore::RunBackup(const BackupRequest& request, uint64_
       // last log is copied anyway, up to its size at that moment, with what came since.
       if (s.ok())
         s = checkpoint->CreateCheckpoint((staging / kStoreDirName).string(), 0, &sequence);
-      status = FromRocksDb(s, "checkpoint into " + Quoted(staging / kStoreDirName) + " failed");
+      status = FromRocksDb(s, "checkpoint into " + QuotedPath(staging / kStoreDirName) + " failed");
     }
   }
   if (status.ok() && backup_hook_) status = backup_hook_();
@@ -287,8 +287,8 @@ Result<BackupInfo> RocksDbStore::RunBackup(const BackupRequest& request, uint64_
   if (status.ok() && !exists && ::rename(staging.c_str(), target.c_str()) != 0) {
     status = errno == EEXIST || errno == ENOTEMPTY
                  ? Status(StatusCode::kPreconditionFailed,
-                          Quoted(target) + " was made by something else during the backup")
-                 : FileError(errno, "cannot rename the finished copy to " + Quoted(target));
+                          QuotedPath(target) + " was made by something else during the backup")
+                 : FileError(errno, "cannot rename the finished copy to " + QuotedPath(target));
   }
   if (status.ok() && !exists) status = SyncDirectory(parent);
   if (!status.ok()) {

@@ -43,7 +43,7 @@ Status Fail(std::string_view what, const rocksdb::Status& s) {
   return Status(StatusCode::kStoreUnavailable, std::string(what) + ": " + s.ToString());
 }
 
-void SyncDirectory(const fs::path& dir) {
+void SyncDirectoryBestEffort(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return;
   ::fsync(fd);
@@ -485,7 +485,7 @@ Result<RepairReport> RepairStore(const std::string& path) {
                                               "; move it there by hand");
     }
   }
-  SyncDirectory(fs::path(path).parent_path());
+  SyncDirectoryBestEffort(fs::path(path).parent_path());
   {
     std::error_code ignored;
     fs::remove_all(work_path, ignored);

@@ -76,7 +76,7 @@ void PublishUntil(Client& client, const std::string& queue, uint64_t first, uint
 // A Receive that comes back empty ends it only once the queue has nothing ready: a queue just
 // recovered reads its messages back from the disk, which a loaded machine may take longer than
 // one Receive's wait to do.
-std::map<uint64_t, std::string> Drain(Client& client, const std::string& queue) {
+std::map<uint64_t, std::string> DrainByNumber(Client& client, const std::string& queue) {
   std::map<uint64_t, std::string> out;
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (Clock::now() < deadline) {
@@ -195,7 +195,7 @@ TEST(Backup, CopyTakenUnderLoadStartsWithEveryConfirmedMessageAndConfirmsGoOn) {
   TestServer copy({}, 0, target);
   auto reader = copy.Connect();
   ASSERT_NE(reader, nullptr);
-  auto found = Drain(*reader, "orders");
+  auto found = DrainByNumber(*reader, "orders");
   uint64_t missing = 0;
   for (const auto& [n, when] : confirmed_before) {
     if (!found.contains(n) && ++missing <= 10)
@@ -210,7 +210,7 @@ TEST(Backup, CopyTakenUnderLoadStartsWithEveryConfirmedMessageAndConfirmsGoOn) {
   std::printf("the copy holds %zu messages; %zu were confirmed before the backup was asked for\n",
               found.size(), confirmed_before.size());
   // The original broker is untouched: every confirmed message is still there.
-  auto original = Drain(*admin, "orders");
+  auto original = DrainByNumber(*admin, "orders");
   std::lock_guard lock(confirms.mu);
   EXPECT_GE(original.size(), confirms.at.size());
 }

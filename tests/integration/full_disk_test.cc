@@ -48,7 +48,7 @@ std::string WriteConfig(const std::string& dir, uint64_t disk_free_low) {
   return path;
 }
 
-Message Numbered(uint64_t n) {
+Message IncompressibleMessage(uint64_t n) {
   Message m;
   m.persistent = true;
   m.properties.message_id = "m" + std::to_string(n);
@@ -96,7 +96,7 @@ PublishRun PublishUntilFull(Client& publisher, uint64_t first, uint64_t limit) {
       run.blocked = true;
       break;
     }
-    Message m = Numbered(n);
+    Message m = IncompressibleMessage(n);
     window.emplace_back(m.properties.message_id, publisher.PublishAsync("", "jobs", m));
     while (window.size() >= 32) {
       auto& oldest = window.front();
@@ -120,7 +120,7 @@ PublishRun PublishUntilFull(Client& publisher, uint64_t first, uint64_t limit) {
 }
 
 // Takes and acks everything in `queue` until it has been empty for a second.
-std::set<std::string> Drain(Client& consumer, const std::string& queue) {
+std::set<std::string> DrainIds(Client& consumer, const std::string& queue) {
   std::set<std::string> ids;
   for (int empty = 0; empty < 4;) {
     auto got = consumer.Receive(queue, 200, milliseconds(250));
@@ -158,7 +158,7 @@ void FillDrainAndPublishAgain(uint64_t disk_free_low) {
   EXPECT_EQ(server.Log().find("Assertion"), std::string::npos);
 
   // Everything confirmed is there, and draining gives the space back within seconds.
-  std::set<std::string> drained = Drain(*consumer, "jobs");
+  std::set<std::string> drained = DrainIds(*consumer, "jobs");
   for (const std::string& id : run.confirmed) {
     ASSERT_TRUE(drained.contains(id)) << "confirmed message " << id << " lost";
   }
@@ -171,11 +171,11 @@ void FillDrainAndPublishAgain(uint64_t disk_free_low) {
   }
   // The drained messages' space comes back as RocksDB compacts them away: until it has, a
   // publish may still be refused with STORE_FULL (and nothing else), for seconds at most.
-  Result<PublishResult> again = publisher->Publish("", "jobs", Numbered(100'000));
+  Result<PublishResult> again = publisher->Publish("", "jobs", IncompressibleMessage(100'000));
   while (!again.ok() && again.status().code() == StatusCode::kStoreFull &&
          std::chrono::steady_clock::now() - drained_at < seconds(10)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    again = publisher->Publish("", "jobs", Numbered(100'000));
+    again = publisher->Publish("", "jobs", IncompressibleMessage(100'000));
   }
   ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << server.Log();
   EXPECT_LT(std::chrono::steady_clock::now() - drained_at, seconds(10));
@@ -186,7 +186,7 @@ void FillDrainAndPublishAgain(uint64_t disk_free_low) {
   EXPECT_TRUE(Eventually([&] { return disk.free_bytes() > back; }, seconds(15)))
       << disk.free_bytes() << " bytes free\n"
       << server.Log();
-  std::set<std::string> rest = Drain(*consumer, "jobs");
+  std::set<std::string> rest = DrainIds(*consumer, "jobs");
   EXPECT_TRUE(rest.contains("m100000"));
   ASSERT_TRUE(server.running());
 }
@@ -213,7 +213,7 @@ TEST(FullDisk, StartsOnAFullDiskDrainsAndResumesWhenSpaceReturns) {
     ASSERT_NE(publisher, nullptr);
     DeclareJobs(*publisher);
     for (uint64_t n = 0; n < 500; ++n) {
-      Message m = Numbered(n);
+      Message m = IncompressibleMessage(n);
       ASSERT_TRUE(publisher->Publish("", "jobs", m).ok());
       confirmed.insert(m.properties.message_id);
     }
@@ -230,14 +230,14 @@ TEST(FullDisk, StartsOnAFullDiskDrainsAndResumesWhenSpaceReturns) {
   ASSERT_NE(consumer, nullptr);
   // New messages are refused (held by flow control, or STORE_FULL) while the disk is full.
   Status refused;
-  auto held = publisher->PublishAsync("", "jobs", Numbered(1'000));
+  auto held = publisher->PublishAsync("", "jobs", IncompressibleMessage(1'000));
   if (held.wait_for(seconds(1)) == std::future_status::ready) {
     refused = held.get().status();
     EXPECT_EQ(refused.code(), StatusCode::kStoreFull) << refused.ToString();
   } else {
     EXPECT_TRUE(publisher->publishing_blocked());
   }
-  std::set<std::string> drained = Drain(*consumer, "jobs");
+  std::set<std::string> drained = DrainIds(*consumer, "jobs");
   for (const std::string& id : confirmed) {
     ASSERT_TRUE(drained.contains(id)) << "confirmed message " << id << " lost";
   }
@@ -246,9 +246,9 @@ TEST(FullDisk, StartsOnAFullDiskDrainsAndResumesWhenSpaceReturns) {
     ASSERT_EQ(held.wait_for(seconds(10)), std::future_status::ready) << server.Log();
     EXPECT_TRUE(held.get().ok());
   }
-  Result<PublishResult> again = publisher->Publish("", "jobs", Numbered(2'000));
+  Result<PublishResult> again = publisher->Publish("", "jobs", IncompressibleMessage(2'000));
   ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << server.Log();
-  EXPECT_TRUE(Drain(*consumer, "jobs").contains("m2000"));
+  EXPECT_TRUE(DrainIds(*consumer, "jobs").contains("m2000"));
   // The ballast is back for the next time.
   EXPECT_TRUE(
       Eventually([&] { return std::filesystem::exists(disk.data_dir() + "/ballast"); }, seconds(5)))

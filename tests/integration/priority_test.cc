@@ -28,7 +28,7 @@ Message At(uint32_t priority, int i) {
 }
 
 // Takes and acks everything: (body, redelivered) in delivery order.
-std::vector<std::pair<std::string, bool>> Drain(Client& client, const std::string& queue) {
+std::vector<std::pair<std::string, bool>> DrainInOrder(Client& client, const std::string& queue) {
   std::vector<std::pair<std::string, bool>> got;
   while (true) {
     auto batch = client.Receive(queue, 500, std::chrono::milliseconds(1'000));
@@ -97,7 +97,7 @@ TEST(Priorities, AnUrgentMessageOvertakesAPagedBacklogAndEveryLaneSurvivesKill9)
     }
   }
   for (int i = 0; i <= kBacklog; ++i) expected.emplace_back(At(0, i).body, false);
-  auto got = Drain(*client, "jobs");
+  auto got = DrainInOrder(*client, "jobs");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i], expected[i]) << "at " << i << ": an inversion, a loss or a wrong flag";
