@@ -3,12 +3,14 @@
 #   throughput  persistent confirmed publish and consume (1 producer, 1 consumer, confirm
 #               window 1000, prefetch 1000, S seconds) through a queue without priorities and
 #               through one with x-max-priority 9, messages cycling through the 10 levels;
-#               then the same publish-only (no consumer: the queue deepens and pages);
+#               then the same publish-only (no consumer: the queue deepens and pages), each
+#               publish-only run on a wharfd of its own with an empty data directory (so no
+#               run pays for removing the millions of messages the run before it left);
 #               alternated for R rounds.
 #   urgent      B persistent priority-0 messages into a queue with x-max-priority 9 (nearly all
 #               paged to disk), then one of priority 9: how long until a consumer (basic.get
 #               over AMQP, python3-pika) has it, and that it is the first delivered; wharfd's
-#               RSS.
+#               RSS. On a wharfd of its own too.
 #
 #   make build && bench/priority.sh [seconds S] [rounds R] [backlog B]
 #   default: seconds 15 rounds 3 backlog 10000000
@@ -25,6 +27,13 @@ while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=priority
 source bench/common.sh
 
+# restart: wharfd again on an empty data directory.
+restart() {
+  { kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
+  rm -rf "$work/data"
+  start "$work/data" --amqp-listen 127.0.0.1:$amqp_port
+}
+
 start "$work/data" --amqp-listen 127.0.0.1:$amqp_port
 
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
@@ -38,6 +47,7 @@ for round in $(seq "${want[rounds]}"); do
         flags+=(--consumers 1 --prefetch 1000 --ack-every 100)
       else
         flags+=(--consumers 0)
+        restart
       fi
       [ "$levels" = 10 ] && flags+=(--max-priority 9)
       out=$(perf_json "${flags[@]}")
@@ -47,6 +57,7 @@ for round in $(seq "${want[rounds]}"); do
 done
 
 echo "urgent: one priority-9 message behind ${want[backlog]} of priority 0"
+restart
 began=$(now_ms)
 perf_json --persistent --confirm 1000 --producers 1 --consumers 0 --count "${want[backlog]}" \
   --max-priority 9 --priority 0 --queue urgent >/dev/null
