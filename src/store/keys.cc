@@ -45,6 +45,13 @@ std::string RefsKey(uint64_t message_id) {
   return key;
 }
 
+bool IsEntriesFamily(std::string_view family) {
+  for (const char* name : kEntriesFamilies) {
+    if (family == name) return true;
+  }
+  return false;
+}
+
 std::string EntryKey(uint64_t queue_id, uint64_t seq) {
   std::string key;
   key.reserve(16);

@@ -1,6 +1,6 @@
 // store/keys.h
 //
-// The RocksDB layout of storage format v9: column families, key grammar and the entry value.
+// The RocksDB layout of storage format v11: column families, key grammar and the entry value.
 // docs/storage.md explains the choices; this is the reference an implementation follows.
 //
 //   column family "default"   (meta and topology; small)
@@ -29,10 +29,15 @@
 //     removed in the background (docs/storage.md, "Purge").
 //   column family "messages"  (messages in two or more queues: written once, deleted once)
 //     fixed64be(message-id)               -> MessageRecord
-//   column family "entries"   (one per message per queue: the queues themselves)
+//   column families "entries", "entries.1" .. "entries.15"
+//                             (one entry per message per queue: the queues themselves)
 //     fixed64be(queue-id) fixed64be(seq)  -> entry-value
 //     seq's top byte is the entry's lane (kLaneShift: a priority of a queue with
-//     x-max-priority, 0 the highest; 0 for every other queue).
+//     x-max-priority, 0 the highest; 0 for every other queue). An entry lives in the family of
+//     its lane, LaneFamily(lane) = lane % 16: "entries" for lanes 0, 16, 32..., "entries.N"
+//     for lane N and N + 16... So a queue's lanes, which grow side by side, are each one
+//     growing key range in a family of its own, whose flushed tables RocksDB moves down
+//     without rewriting them (docs/storage.md, "Priority lanes").
 //   column family "delayed"   (messages routed to a queue and not yet due: the timelines)
 //     fixed64be(queue-id) "T" due(due-ms) fixed64be(message-id) -> entry-value
 //     fixed64be(queue-id) "I" fixed64be(message-id)             -> fixed64le(due-ms) byte(flags)
@@ -97,15 +102,32 @@ namespace wharf::store {
 // "F". A format-8 build would merge every vhost's bindings into "/" and drop their queues.
 // 10 - adds policies ("y" records); 1-9 are upgraded by rewriting "F". A format-9 build would
 // skip them: run every queue without the limits and dead-letter targets its operator set.
-inline constexpr int kFormatVersion = 10;
+// 11 - puts each lane's entries in the family LaneFamily(lane) ("entries.1" to "entries.15");
+// 8-10 are upgraded by moving every entry of a lane whose family is not "entries" into its
+// family (one atomic write per batch, so an interrupted upgrade resumes), then rewriting "F";
+// 1-7 have no such entry. A format-10 build would not find those entries: it would recover a
+// priority queue without its lower lanes.
+inline constexpr int kFormatVersion = 11;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
 inline constexpr char kColumnDelayed[] = "delayed";
 inline constexpr char kColumnDedup[] = "dedup";
+// The entries' families: kLaneFamilies of them, lane L's entries in kEntriesFamilies[L % 16].
+inline constexpr int kLaneFamilies = 16;
+inline constexpr const char* kEntriesFamilies[kLaneFamilies] = {
+    kColumnEntries, "entries.1",  "entries.2",  "entries.3", "entries.4",  "entries.5",
+    "entries.6",    "entries.7",  "entries.8",  "entries.9", "entries.10", "entries.11",
+    "entries.12",   "entries.13", "entries.14", "entries.15"};
+inline constexpr int LaneFamily(uint8_t lane) { return lane % kLaneFamilies; }
+// Whether `family` is one of kEntriesFamilies.
+bool IsEntriesFamily(std::string_view family);
 // Every column family of this format, "default" first: what a raw opening must name.
-inline constexpr const char* kColumnFamilies[] = {"default", kColumnMessages, kColumnEntries,
-                                                  kColumnDelayed, kColumnDedup};
+inline constexpr const char* kColumnFamilies[] = {
+    "default",    kColumnMessages, kColumnEntries, kColumnDelayed, kColumnDedup,
+    "entries.1",  "entries.2",     "entries.3",    "entries.4",    "entries.5",
+    "entries.6",  "entries.7",     "entries.8",    "entries.9",    "entries.10",
+    "entries.11", "entries.12",    "entries.13",   "entries.14",   "entries.15"};
 inline constexpr char kDelayedTimeline = 'T';
 inline constexpr char kDelayedIndex = 'I';
 

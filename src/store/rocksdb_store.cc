@@ -276,6 +276,7 @@ Status RocksDbStore::OpenDb() {
       {kColumnDelayed, entries},
       {kColumnDedup, dedup},
   };
+  for (int f = 1; f < kLaneFamilies; ++f) families.push_back({kEntriesFamilies[f], entries});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &db);
@@ -283,11 +284,20 @@ Status RocksDbStore::OpenDb() {
   db_.reset(db);
   meta_ = handles[0];
   messages_ = handles[1];
-  entries_ = handles[2];
+  entries_[0] = handles[2];
   delayed_ = handles[3];
   dedup_ = handles[4];
+  for (int f = 1; f < kLaneFamilies; ++f) entries_[f] = handles[4 + f];
   last_resume_ = std::chrono::steady_clock::now();
   return Status::Ok();
+}
+
+std::vector<rocksdb::ColumnFamilyHandle*> RocksDbStore::AllFamilies() const {
+  std::vector<rocksdb::ColumnFamilyHandle*> families = {meta_, messages_};
+  families.insert(families.end(), entries_.begin(), entries_.end());
+  families.push_back(delayed_);
+  families.push_back(dedup_);
+  return families;
 }
 
 RocksDbStore::~RocksDbStore() {
@@ -297,7 +307,7 @@ RocksDbStore::~RocksDbStore() {
     if (const rocksdb::Snapshot* snapshot = recovery_snapshot_.exchange(nullptr)) {
       db_->ReleaseSnapshot(snapshot);
     }
-    for (auto* handle : {meta_, messages_, entries_, delayed_, dedup_}) {
+    for (auto* handle : AllFamilies()) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
     db_->Close();
@@ -565,9 +575,10 @@ void RocksDbStore::WatchDisk() {
   rocksdb::FlushOptions flush;
   flush.wait = false;
   flush.allow_write_stall = true;
-  rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_, dedup_});
-  for (auto* family : {messages_, entries_, delayed_, dedup_}) {
-    if (s.ok()) s = db_->SuggestCompactRange(family, nullptr, nullptr);
+  const auto families = AllFamilies();
+  rocksdb::Status s = db_->Flush(flush, families);
+  for (auto* family : families) {
+    if (family != meta_ && s.ok()) s = db_->SuggestCompactRange(family, nullptr, nullptr);
   }
   if (!s.ok()) spdlog::warn("store: cannot ask for removed messages' space back: {}", s.ToString());
 }
@@ -596,11 +607,12 @@ Status RocksDbStore::ReopenDb() {
     db_->ReleaseSnapshot(snapshot);
   }
   if (db_) {
-    for (auto* handle : {meta_, messages_, entries_, delayed_, dedup_}) {
+    for (auto* handle : AllFamilies()) {
       if (handle) db_->DestroyColumnFamilyHandle(handle);
     }
   }
-  meta_ = messages_ = entries_ = delayed_ = dedup_ = nullptr;
+  meta_ = messages_ = delayed_ = dedup_ = nullptr;
+  entries_.fill(nullptr);
   if (db_) db_->Close();
   db_.reset();
   return OpenDb();
@@ -732,12 +744,12 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
               record.AppendToString(&value);
               group_max_id_ = std::max(group_max_id_, e.message_id);
             }
-            wb->Put(entries_, EntryKey(e.queue_id, e.seq), value);
+            wb->Put(EntriesFor(e.seq), EntryKey(e.queue_id, e.seq), value);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
             const EntryRef& e = o.entry;
             // Put and removed in this group: neither reaches the disk.
             bool never_written = plan_.elided_entries.contains({e.queue_id, e.seq});
-            if (!never_written) wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
+            if (!never_written) wb->Delete(EntriesFor(e.seq), EntryKey(e.queue_id, e.seq));
             if (e.flags & kEntryInline) return;  // nothing else holds the message
             if (plan_.settled_messages.contains(e.message_id)) return;  // never written
             status = Release(e.message_id, e.flags & kEntryShared, wb);
@@ -827,7 +839,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
           } else if constexpr (std::is_same_v<T, StoreBatch::DelayEntry>) {
             const EntryRef& e = o.entry;
             if (!plan_.elided_entries.contains({e.queue_id, e.seq})) {
-              wb->Delete(entries_, EntryKey(e.queue_id, e.seq));
+              wb->Delete(EntriesFor(e.seq), EntryKey(e.queue_id, e.seq));
             }
             status = PutTimelineEntry(e, o.due_ms, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::RemoveDelayed>) {

@@ -21,6 +21,7 @@
 // Commit. Callbacks run through the PostFn.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -36,6 +37,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <variant>
+#include <vector>
 
 #include "common/histogram.h"
 #include "store/disk_guard.h"
@@ -179,6 +181,15 @@ class RocksDbStore final : public MessageStore {
   // Why the store at options_.path would not open or verify (`error`), with the damaged files
   // named (store/store_check.h) and the repair command.
   Status Damaged(const Status& error) const;
+  // The family holding the entry with sequence number `seq` (its lane's, store/keys.h).
+  rocksdb::ColumnFamilyHandle* EntriesFor(uint64_t seq) const {
+    return entries_[LaneFamily(SeqLane(seq))];
+  }
+  // Every open family: meta, messages, the entries' families, delayed, dedup.
+  std::vector<rocksdb::ColumnFamilyHandle*> AllFamilies() const;
+  // Moves the entries an older format kept in "entries" into their lane's family (format 11;
+  // Recover, before anything is read).
+  Status MoveLaneEntries();
   void WriterLoop();
   void ReaderLoop();
 
@@ -235,7 +246,7 @@ class RocksDbStore final : public MessageStore {
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // "default"
   rocksdb::ColumnFamilyHandle* messages_ = nullptr;
-  rocksdb::ColumnFamilyHandle* entries_ = nullptr;
+  std::array<rocksdb::ColumnFamilyHandle*, kLaneFamilies> entries_{};  // "entries", "entries.1"...
   rocksdb::ColumnFamilyHandle* delayed_ = nullptr;
   rocksdb::ColumnFamilyHandle* dedup_ = nullptr;
 

@@ -109,8 +109,8 @@ bool RocksDbStore::CountSlice(CountJob* job) {
     rocksdb::ReadOptions read;
     read.snapshot = snapshot;
     read.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(
-        db_->NewIterator(read, range.kind == CountKind::kEntries ? entries_ : delayed_));
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(
+        read, range.kind == CountKind::kEntries ? entries_[LaneFamily(range.lane)] : delayed_));
     bool finished = true;
     for (it->Seek(range.lower); it->Valid(); it->Next()) {
       SkipPurged(it.get(), range.queue_id, range.skip);
@@ -156,8 +156,12 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
   std::string lower = request.delayed
                           ? DelayedKey(request.queue_id, request.from_due, request.from_id)
                           : EntryKey(request.queue_id, request.from_seq);
-  std::string upper = request.delayed ? DelayedPrefix(request.queue_id, kDelayedTimeline + 1)
-                                      : EntryKey(request.queue_id, request.to_seq);
+  // A load reads one lane, in its lane's family, and no further than the lane's end (the
+  // family also holds the lanes 16, 32... above it).
+  std::string upper =
+      request.delayed ? DelayedPrefix(request.queue_id, kDelayedTimeline + 1)
+                      : EntryKey(request.queue_id,
+                                 std::min(request.to_seq, LaneEndSeq(SeqLane(request.from_seq))));
   rocksdb::Slice lower_slice(lower), upper_slice(upper);
   rocksdb::ReadOptions read;
   read.iterate_lower_bound = &lower_slice;
@@ -167,7 +171,7 @@ Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& reque
   const auto purged = request.delayed ? std::vector<std::pair<uint64_t, uint64_t>>()
                                       : DoomedRanges(request.queue_id);
   std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(read, request.delayed ? delayed_ : entries_));
+      db_->NewIterator(read, request.delayed ? delayed_ : EntriesFor(request.from_seq)));
   it->Seek(lower);
   SkipPurged(it.get(), request.queue_id, purged);
   uint64_t bytes = 0;

@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,37 +42,51 @@ void RocksDbStore::ReclaimStep() {
   const uint64_t queue_id = purge.queue_id;
   rocksdb::WriteBatch wb;
   group_max_id_ = 0;
-  std::string lower = EntryKey(queue_id, purge.cursor_seq);
-  std::string upper =
-      purge.to_seq == UINT64_MAX ? EntryKey(queue_id + 1, 0) : EntryKey(queue_id, purge.to_seq);
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions read;
-  read.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, entries_));
   size_t entries = 0;
   size_t bytes = 0;
   uint64_t next_cursor = purge.to_seq;
   Status status;
-  for (it->Seek(lower); it->Valid(); it->Next()) {
-    if (entries == kReclaimEntries || bytes >= kReclaimBytes) {
-      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
-      if (parts) {
-        next_cursor = parts->seq;
-      } else {
-        status = Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+  // Lane by lane from the cursor (each lane's entries are in its lane's family, store/keys.h),
+  // until the range ends or the step is full. A lane without entries in the range costs a seek.
+  for (uint64_t cursor = purge.cursor_seq; cursor < purge.to_seq && status.ok();) {
+    const uint64_t lane_to = std::min(purge.to_seq, LaneEndSeq(SeqLane(cursor)));
+    rocksdb::ColumnFamilyHandle* family = EntriesFor(cursor);
+    const std::string lower = EntryKey(queue_id, cursor);
+    const std::string upper = EntryKey(queue_id, lane_to);
+    rocksdb::Slice upper_slice(upper);
+    rocksdb::ReadOptions read;
+    read.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, family));
+    bool full = false;
+    size_t found = 0;
+    for (it->Seek(lower); it->Valid(); it->Next()) {
+      if (entries == kReclaimEntries || bytes >= kReclaimBytes) {
+        auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+        if (parts) {
+          next_cursor = parts->seq;
+        } else {
+          status = Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+        }
+        full = true;
+        break;
       }
-      break;
+      auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
+      if (entry && !(entry->flags & kEntryInline)) {
+        status = Release(entry->message_id, entry->flags & kEntryShared, &wb);
+        if (!status.ok()) break;
+      }
+      ++entries;
+      ++found;
+      bytes += it->key().size() + it->value().size();
     }
-    auto entry = DecodeEntryValue(std::string_view(it->value().data(), it->value().size()));
-    if (entry && !(entry->flags & kEntryInline)) {
-      status = Release(entry->message_id, entry->flags & kEntryShared, &wb);
-      if (!status.ok()) break;
+    if (status.ok() && !it->status().ok()) {
+      status = FromRocksDb(it->status(), "cannot read a purged range to remove it");
     }
-    ++entries;
-    bytes += it->key().size() + it->value().size();
-  }
-  if (status.ok() && !it->status().ok()) {
-    status = FromRocksDb(it->status(), "cannot read a purged range to remove it");
+    if (!status.ok()) break;
+    const uint64_t end = full ? next_cursor : lane_to;
+    if (found > 0) wb.DeleteRange(family, lower, EntryKey(queue_id, end));
+    if (full) break;
+    cursor = end;
   }
   if (!status.ok()) {
     // A read failed (a corrupt block?): writing is not at fault, so nothing else stops. The
@@ -86,9 +101,8 @@ void RocksDbStore::ReclaimStep() {
   }
   const bool finished = next_cursor >= purge.to_seq;
   const uint64_t removed = purge.removed + entries;
-  // The step's entries, the bodies only they held and the record's new position: one atomic
-  // write, so a crash resumes exactly here.
-  wb.DeleteRange(entries_, lower, finished ? upper : EntryKey(queue_id, next_cursor));
+  // The step's entries (the ranges above), the bodies only they held and the record's new
+  // position: one atomic write, so a crash resumes exactly here.
   if (!purge.recorded) {
     // A deleted queue's entries: the missing queue record is their record.
   } else if (finished) {
@@ -138,10 +152,19 @@ void RocksDbStore::ReclaimStep() {
       rocksdb::FlushOptions flush;
       flush.wait = false;
       flush.allow_write_stall = true;
-      rocksdb::Status s = db_->Flush(flush, {meta_, messages_, entries_, delayed_, dedup_});
+      rocksdb::Status s = db_->Flush(flush, AllFamilies());
       std::string begin = EntryKey(queue_id, purge.from_seq);
-      rocksdb::Slice begin_slice(begin), end_slice(upper);
-      if (s.ok()) s = db_->SuggestCompactRange(entries_, &begin_slice, &end_slice);
+      std::string end =
+          purge.to_seq == UINT64_MAX ? EntryKey(queue_id + 1, 0) : EntryKey(queue_id, purge.to_seq);
+      rocksdb::Slice begin_slice(begin), end_slice(end);
+      // The families of the range's lanes (every family for a range of many lanes).
+      const int first_lane = SeqLane(purge.from_seq);
+      const int last_lane = purge.to_seq > purge.from_seq ? SeqLane(purge.to_seq - 1) : first_lane;
+      for (int lane = first_lane; s.ok() && lane <= last_lane && lane < first_lane + kLaneFamilies;
+           ++lane) {
+        s = db_->SuggestCompactRange(entries_[LaneFamily(static_cast<uint8_t>(lane))], &begin_slice,
+                                     &end_slice);
+      }
       if (!s.ok()) {
         spdlog::warn("store: cannot ask for a removed range's space back: {}", s.ToString());
       }

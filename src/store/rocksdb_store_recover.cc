@@ -27,9 +27,13 @@ Result<RecoveredState> RocksDbStore::Recover() {
   if (s.IsNotFound()) {
     std::unique_ptr<rocksdb::Iterator> any_meta(db_->NewIterator(read, meta_));
     any_meta->SeekToFirst();
-    std::unique_ptr<rocksdb::Iterator> any_entry(db_->NewIterator(read, entries_));
-    any_entry->SeekToFirst();
-    if (any_meta->Valid() || any_entry->Valid()) {
+    bool any_entry = false;
+    for (auto* family : entries_) {
+      std::unique_ptr<rocksdb::Iterator> entry(db_->NewIterator(read, family));
+      entry->SeekToFirst();
+      any_entry = any_entry || entry->Valid();
+    }
+    if (any_meta->Valid() || any_entry) {
       return Status(StatusCode::kStoreUnavailable,
                     "the message store at " + options_.path +
                         " has data but no format version: not a wharfd data directory?");
@@ -44,20 +48,22 @@ Result<RecoveredState> RocksDbStore::Recover() {
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
-             value == "6" || value == "7" || value == "8" || value == "9") {
+             value == "6" || value == "7" || value == "8" || value == "9" || value == "10") {
     // Formats 2 to 10 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
     // records; the "dedup" family; lanes; vhosts, everything older being in "/"; policies):
-    // everything older reads as it is. Mark the directory as
-    // the current format before writing anything of it, so that an older build refuses it instead
-    // of misreading it.
+    // everything older reads as it is, once the lanes' entries are in their families (11;
+    // formats 8 to 10 can have them, the rest has none and costs one seek). Mark the
+    // directory as the current format before writing anything of it, so that an older build
+    // refuses it instead of misreading it.
+    if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
                  std::to_string(kFormatVersion));
     if (!s.ok()) return FromRocksDb(s, "cannot upgrade the message store's format");
-    spdlog::warn("store: upgraded {} from storage format {} to {} (nothing rewritten)",
-                 options_.path, value, kFormatVersion);
+    spdlog::warn("store: upgraded {} from storage format {} to {}", options_.path, value,
+                 kFormatVersion);
   } else if (value != std::to_string(kFormatVersion)) {
     return Status(StatusCode::kStoreUnavailable,
                   "the message store at " + options_.path + " has storage format " + value +
@@ -229,7 +235,16 @@ Result<RecoveredState> RocksDbStore::Recover() {
   const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
   rocksdb::ReadOptions at_snapshot;
   at_snapshot.snapshot = snapshot;
-  it.reset(db_->NewIterator(at_snapshot, entries_));
+  // Only the families with entries are searched, queue by queue.
+  std::vector<std::unique_ptr<rocksdb::Iterator>> families;
+  for (auto* family : entries_) {
+    std::unique_ptr<rocksdb::Iterator> family_it(db_->NewIterator(at_snapshot, family));
+    family_it->SeekToFirst();
+    if (!family_it->status().ok()) {
+      return FromRocksDb(family_it->status(), "cannot read the queues");
+    }
+    if (family_it->Valid()) families.push_back(std::move(family_it));
+  }
   for (StoredQueue& queue : state.queues) {
     auto doomed = DoomedRanges(queue.queue_id);
     std::map<uint8_t, StoredLane> lanes;
@@ -251,9 +266,10 @@ Result<RecoveredState> RocksDbStore::Recover() {
       StoredLane& lane = lane_of(SeqLane(from));
       lane.next_seq = std::max(lane.next_seq, to);
     }
+    rocksdb::Iterator* eit = nullptr;  // the family being searched (below)
     auto key_seq = [&]() -> std::optional<uint64_t> {
-      if (!it->Valid()) return std::nullopt;
-      auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+      if (!eit->Valid()) return std::nullopt;
+      auto parts = ParseEntryKey(std::string_view(eit->key().data(), eit->key().size()));
       if (!parts || parts->queue_id != queue.queue_id) return std::nullopt;
       return parts->seq;
     };
@@ -263,47 +279,51 @@ Result<RecoveredState> RocksDbStore::Recover() {
       }
       return nullptr;
     };
-    // Lane by lane: the first and last entries outside the purged ranges.
-    for (uint64_t lane_from = 0;;) {
-      it->Seek(EntryKey(queue.queue_id, lane_from));
-      auto first = key_seq();
-      while (first && purged(*first)) {
-        it->Seek(EntryKey(queue.queue_id, purged(*first)->second));
-        first = key_seq();
+    // Family by family, lane by lane: the first and last entries outside the purged ranges.
+    for (const auto& family : families) {
+      eit = family.get();
+      for (uint64_t lane_from = 0;;) {
+        eit->Seek(EntryKey(queue.queue_id, lane_from));
+        auto first = key_seq();
+        while (first && purged(*first)) {
+          eit->Seek(EntryKey(queue.queue_id, purged(*first)->second));
+          first = key_seq();
+        }
+        if (!first) break;
+        const uint8_t tag = SeqLane(*first);
+        const uint64_t lane_end = LaneEndSeq(tag);
+        eit->SeekForPrev(EntryKey(queue.queue_id, lane_end - 1));
+        auto last = key_seq();
+        // Never below `first`, which is not purged.
+        while (last && purged(*last)) {
+          eit->SeekForPrev(EntryKey(queue.queue_id, purged(*last)->first - 1));
+          last = key_seq();
+        }
+        if (!last || *last < *first) break;  // not expected: `first` is there
+        StoredLane& lane = lane_of(tag);
+        lane.first_seq = *first;
+        // Sequence numbers hidden by purges between the first and the last: not in the
+        // estimate; those past the last are counted off the estimate too, as next_seq covers
+        // them. Ranges may overlap (a purge's range can hold a recovered one still being
+        // removed): each hidden number counts once, or the estimate would wrap below zero.
+        uint64_t end = std::max(lane.next_seq, *last + 1);
+        auto spans = doomed;
+        std::sort(spans.begin(), spans.end());
+        uint64_t covered = *first;
+        for (const auto& [from, to] : spans) {
+          uint64_t lo = std::max(from, covered), hi = std::min(to, end);
+          if (hi <= lo) continue;
+          lane.purged_span += hi - lo;
+          covered = hi;
+        }
+        lane.next_seq = end;
+        recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
+                                     EntryKey(queue.queue_id, lane.first_seq),
+                                     EntryKey(queue.queue_id, *last + 1), doomed, tag});
+        if (tag == 255) break;
+        lane_from = lane_end;
       }
-      if (!first) break;
-      const uint8_t tag = SeqLane(*first);
-      const uint64_t lane_end = LaneEndSeq(tag);
-      it->SeekForPrev(EntryKey(queue.queue_id, lane_end - 1));
-      auto last = key_seq();
-      // Never below `first`, which is not purged.
-      while (last && purged(*last)) {
-        it->SeekForPrev(EntryKey(queue.queue_id, purged(*last)->first - 1));
-        last = key_seq();
-      }
-      if (!last || *last < *first) break;  // not expected: `first` is there
-      StoredLane& lane = lane_of(tag);
-      lane.first_seq = *first;
-      // Sequence numbers hidden by purges between the first and the last: not in the
-      // estimate; those past the last are counted off the estimate too, as next_seq covers
-      // them. Ranges may overlap (a purge's range can hold a recovered one still being
-      // removed): each hidden number counts once, or the estimate would wrap below zero.
-      uint64_t end = std::max(lane.next_seq, *last + 1);
-      auto spans = doomed;
-      std::sort(spans.begin(), spans.end());
-      uint64_t covered = *first;
-      for (const auto& [from, to] : spans) {
-        uint64_t lo = std::max(from, covered), hi = std::min(to, end);
-        if (hi <= lo) continue;
-        lane.purged_span += hi - lo;
-        covered = hi;
-      }
-      lane.next_seq = end;
-      recovered_ranges_.push_back({queue.queue_id, CountKind::kEntries,
-                                   EntryKey(queue.queue_id, lane.first_seq),
-                                   EntryKey(queue.queue_id, *last + 1), doomed, tag});
-      if (tag == 255) break;
-      lane_from = lane_end;
+      if (!eit->status().ok()) return FromRocksDb(eit->status(), "cannot read the queues");
     }
     queue.lanes.clear();
     for (auto& [tag, lane] : lanes) queue.lanes.push_back(lane);
@@ -338,19 +358,22 @@ Result<RecoveredState> RocksDbStore::Recover() {
   if (!delayed_it->status().ok()) {
     return FromRocksDb(delayed_it->status(), "cannot read the delayed messages");
   }
-  // Entries of queue ids without a queue record: one seek per distinct id.
-  for (it->SeekToFirst(); it->Valid();) {
-    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
-    if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
-    if (!queue_index.contains(parts->queue_id) &&
-        std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(),
-                  parts->queue_id) == state.orphaned_queue_ids.end()) {
-      state.orphaned_queue_ids.push_back(parts->queue_id);
+  // Entries of queue ids without a queue record: one seek per distinct id and family.
+  for (const auto& family : families) {
+    rocksdb::Iterator* fit = family.get();
+    for (fit->SeekToFirst(); fit->Valid();) {
+      auto parts = ParseEntryKey(std::string_view(fit->key().data(), fit->key().size()));
+      if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+      if (!queue_index.contains(parts->queue_id) &&
+          std::find(state.orphaned_queue_ids.begin(), state.orphaned_queue_ids.end(),
+                    parts->queue_id) == state.orphaned_queue_ids.end()) {
+        state.orphaned_queue_ids.push_back(parts->queue_id);
+      }
+      if (parts->queue_id == UINT64_MAX) break;
+      fit->Seek(EntryKey(parts->queue_id + 1, 0));
     }
-    if (parts->queue_id == UINT64_MAX) break;
-    it->Seek(EntryKey(parts->queue_id + 1, 0));
+    if (!fit->status().ok()) return FromRocksDb(fit->status(), "cannot read the queues");
   }
-  if (!it->status().ok()) return FromRocksDb(it->status(), "cannot read the queues");
   recovery_snapshot_ = snapshot;
   // Entries of deleted queues are removed in the background, as RemoveQueue would have.
   for (uint64_t orphan : state.orphaned_queue_ids) {
@@ -362,6 +385,61 @@ Result<RecoveredState> RocksDbStore::Recover() {
   if (s.ok() && value.size() == 8) state.max_message_id = ReadLittleEndian64(value);
   max_message_id_ = state.max_message_id;
   return state;
+}
+
+Status RocksDbStore::MoveLaneEntries() {
+  // A lane's entries are contiguous, so the lanes that stay ("entries" holds lanes 0, 16,
+  // 32...) are skipped with a seek each; a store without priority queues costs one seek per
+  // queue. The iterator reads what was there when it was made, so the moves do not disturb it;
+  // each batch moves its entries atomically, so an interrupted upgrade (the format is marked
+  // only after this) resumes with what is left.
+  constexpr uint32_t kBatchWrites = 20'000;
+  rocksdb::ColumnFamilyHandle* stays = entries_[0];
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), stays));
+  rocksdb::WriteBatch wb;
+  uint64_t moved = 0;
+  auto write = [&]() -> Status {
+    if (wb.Count() == 0) return Status::Ok();
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rocksdb::Status s = db_->Write(sync, &wb);
+    wb.Clear();
+    return s.ok() ? Status::Ok()
+                  : FromRocksDb(s, "cannot move the priority lanes' entries (format 11)");
+  };
+  for (it->Seek(EntryKey(0, LaneBaseSeq(1))); it->Valid();) {
+    auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+    if (!parts) return Status(StatusCode::kStoreUnavailable, "corrupt queue entry key");
+    const uint8_t lane = SeqLane(parts->seq);
+    if (LaneFamily(lane) == 0) {
+      // Past this lane: to the queue's next lane, or to the next queue's lane 1.
+      if (lane != 0 && lane != 255) {
+        it->Seek(EntryKey(parts->queue_id, LaneEndSeq(lane)));
+      } else if (lane == 0) {
+        it->Seek(EntryKey(parts->queue_id, LaneBaseSeq(1)));
+      } else if (parts->queue_id != UINT64_MAX) {
+        it->Seek(EntryKey(parts->queue_id + 1, LaneBaseSeq(1)));
+      } else {
+        break;
+      }
+      continue;
+    }
+    wb.Put(entries_[LaneFamily(lane)], it->key(), it->value());
+    wb.Delete(stays, it->key());
+    ++moved;
+    if (wb.Count() >= kBatchWrites) {
+      if (Status s = write(); !s.ok()) return s;
+    }
+    it->Next();
+  }
+  if (!it->status().ok()) {
+    return FromRocksDb(it->status(), "cannot read the entries to upgrade them (format 11)");
+  }
+  if (Status s = write(); !s.ok()) return s;
+  if (moved > 0) {
+    spdlog::warn("store: moved {} entries of priority lanes into their lanes' families", moved);
+  }
+  return Status::Ok();
 }
 
 }  // namespace wharf::store

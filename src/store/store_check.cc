@@ -245,7 +245,7 @@ uint64_t WalkReadable(
 }
 
 std::string DescribeKey(std::string_view family, std::string_view key) {
-  if (family == kColumnEntries) {
+  if (IsEntriesFamily(family)) {
     if (auto parts = ParseEntryKey(key)) {
       return "queue id " + std::to_string(parts->queue_id) + " seq " + std::to_string(parts->seq);
     }

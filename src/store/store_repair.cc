@@ -145,7 +145,7 @@ struct Tally {
 
   void Count(const std::string& family, const rocksdb::Slice& key, const rocksdb::Slice& value) {
     std::string_view k(key.data(), key.size()), v(value.data(), value.size());
-    if (family == kColumnEntries) {
+    if (IsEntriesFamily(family)) {
       if (auto parts = ParseEntryKey(k)) ++entries[parts->queue_id];
       if (auto entry = DecodeEntryValue(v)) {
         max_message_id = std::max(max_message_id, entry->message_id);

@@ -777,6 +777,136 @@ TEST_F(RocksDbStoreTest, LanesAreRecoveredAndCountedApartWithTheirOwnMarks) {
   EXPECT_EQ(marks, 0u) << "every lane's delivery mark goes with the queue";
 }
 
+// The sequence numbers of every entry in each entries family, read with RocksDB directly (the
+// store closed): family name -> seqs of queue `queue_id`.
+std::map<std::string, std::vector<uint64_t>> RawEntriesByFamily(const std::string& path,
+                                                                uint64_t queue_id) {
+  std::map<std::string, std::vector<uint64_t>> out;
+  testing::WithRawDbFamilies(
+      path, [&](rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+        for (auto* handle : handles) {
+          if (!IsEntriesFamily(handle->GetName())) continue;
+          std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handle));
+          for (it->Seek(EntryKey(queue_id, 0)); it->Valid(); it->Next()) {
+            auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
+            if (!parts || parts->queue_id != queue_id) break;
+            out[handle->GetName()].push_back(parts->seq);
+          }
+        }
+      });
+  return out;
+}
+
+// Format 11: each lane's entries are in the family of its lane (lane % 16), so lanes growing
+// side by side never overlap in one family's tables. Written, loaded lane by lane, and removed
+// with their queue from every family.
+TEST_F(RocksDbStoreTest, EachLaneIsInItsOwnFamily) {
+  Open();
+  CountFinishedRemovals();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  uint64_t id = 0;
+  for (uint8_t lane : {0, 3, 16, 17}) {
+    for (uint64_t i = 1; i <= 2; ++i) {
+      ++id;
+      batch.Add(StoreBatch::PutEntry{
+          EntryRef{1, LaneBaseSeq(lane) + i, id, 0, kEntryInline, MakeEnvelope(id, "m")}});
+    }
+  }
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  for (uint8_t lane : {0, 3, 16, 17}) {
+    EXPECT_EQ(Seqs(LoadAll(1, LaneBaseSeq(lane), LaneEndSeq(lane))),
+              (std::vector<uint64_t>{LaneBaseSeq(lane) + 1, LaneBaseSeq(lane) + 2}))
+        << "lane " << int{lane};
+  }
+  EXPECT_EQ(Seqs(LoadAll(1)), (std::vector<uint64_t>{1, 2})) << "a load reads one lane";
+  store_.reset();
+  const auto families = RawEntriesByFamily(dir_.path(), 1);
+  const std::map<std::string, std::vector<uint64_t>> expected = {
+      {"entries", {1, 2, LaneBaseSeq(16) + 1, LaneBaseSeq(16) + 2}},
+      {"entries.1", {LaneBaseSeq(17) + 1, LaneBaseSeq(17) + 2}},
+      {"entries.3", {LaneBaseSeq(3) + 1, LaneBaseSeq(3) + 2}}};
+  EXPECT_EQ(families, expected);
+
+  Open();
+  CountFinishedRemovals();
+  StoreBatch remove;
+  remove.Add(StoreBatch::RemoveQueue{"q", 1});
+  ASSERT_TRUE(CommitSync(std::move(remove)).ok());
+  // The deleted queue's entries are removed in the background, from every family.
+  ASSERT_TRUE(WaitForRemovals(1));
+  store_.reset();
+  EXPECT_TRUE(RawEntriesByFamily(dir_.path(), 1).empty());
+}
+
+// A format-10 directory keeps every lane in "entries". Opening it moves the entries of lanes
+// whose family is another into it, also when an earlier upgrade stopped half way (some lane 3
+// entries moved, some not), and a priority queue recovers with all its lanes.
+TEST_F(RocksDbStoreTest, FormatTenLanesAreMovedIntoTheirFamilies) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  batch.Add(StoreBatch::PutQueue{Queue("plain"), 2});
+  uint64_t id = 0;
+  for (uint8_t lane : {0, 3, 16, 255}) {
+    for (uint64_t i = 1; i <= 3; ++i) {
+      ++id;
+      batch.Add(StoreBatch::PutEntry{
+          EntryRef{1, LaneBaseSeq(lane) + i, id, 0, kEntryInline, MakeEnvelope(id, "m")}});
+    }
+  }
+  batch.Add(StoreBatch::PutEntry{EntryRef{2, 1, 100, 0, kEntryInline, MakeEnvelope(100, "p")}});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  // Back to format 10's layout, but for the first lane-3 entry (as an interrupted upgrade
+  // would leave it).
+  testing::WithRawDbFamilies(
+      dir_.path(), [](rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+        rocksdb::ColumnFamilyHandle* entries = nullptr;
+        for (auto* handle : handles) {
+          if (handle->GetName() == kColumnEntries) entries = handle;
+        }
+        ASSERT_NE(entries, nullptr);
+        for (auto* handle : handles) {
+          if (!IsEntriesFamily(handle->GetName()) || handle == entries) continue;
+          std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), handle));
+          for (it->SeekToFirst(); it->Valid(); it->Next()) {
+            if (it->key() == rocksdb::Slice(EntryKey(1, LaneBaseSeq(3) + 1))) continue;
+            ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), entries, it->key(), it->value()).ok());
+            ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handle, it->key()).ok());
+          }
+        }
+        ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "10").ok());
+      });
+  ASSERT_EQ(RawEntriesByFamily(dir_.path(), 1).at("entries").size(), 11u);
+
+  Open();
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+  const std::map<std::string, std::vector<uint64_t>> expected = {
+      {"entries", {1, 2, 3, LaneBaseSeq(16) + 1, LaneBaseSeq(16) + 2, LaneBaseSeq(16) + 3}},
+      {"entries.3", {LaneBaseSeq(3) + 1, LaneBaseSeq(3) + 2, LaneBaseSeq(3) + 3}},
+      {"entries.15", {LaneBaseSeq(255) + 1, LaneBaseSeq(255) + 2, LaneBaseSeq(255) + 3}}};
+  EXPECT_EQ(RawEntriesByFamily(dir_.path(), 1), expected);
+  EXPECT_EQ(RawEntriesByFamily(dir_.path(), 2).at("entries"), (std::vector<uint64_t>{1}));
+
+  Open();
+  const StoredQueue* q = FindQueue("q");
+  ASSERT_NE(q, nullptr);
+  std::vector<std::pair<int, uint64_t>> lanes;
+  for (const StoredLane& lane : q->lanes) lanes.emplace_back(lane.lane, lane.next_seq);
+  EXPECT_EQ(lanes, (std::vector<std::pair<int, uint64_t>>{{0, 4},
+                                                          {3, LaneBaseSeq(3) + 4},
+                                                          {16, LaneBaseSeq(16) + 4},
+                                                          {255, LaneBaseSeq(255) + 4}}));
+  EXPECT_EQ(q->estimated_messages(), 12u);
+  for (uint8_t lane : {0, 3, 16, 255}) {
+    EXPECT_EQ(LoadAll(1, LaneBaseSeq(lane), LaneEndSeq(lane)).size(), 3u) << int{lane};
+  }
+  ASSERT_NE(FindQueue("plain"), nullptr);
+  EXPECT_EQ(LoadAll(2).size(), 1u);
+}
+
 TEST_F(RocksDbStoreTest, InlineEntriesCarryTheirMessage) {
   Open();
   StoreBatch batch;
@@ -1276,11 +1406,11 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   EXPECT_EQ(outcome->duplicate_of, 5u);
 }
 
-TEST_F(RocksDbStoreTest, FormatElevenIsRefusedAsNewer) {
+TEST_F(RocksDbStoreTest, FormatTwelveIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "11").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "12").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1288,11 +1418,11 @@ TEST_F(RocksDbStoreTest, FormatElevenIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 11; this wharfd reads format 10"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 12; this wharfd reads format 11"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "11") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "12") << "a refused directory is left as it is";
 }
 
 // Policies (format 10): stored per vhost, replaced by name, removed alone or with nothing else,

@@ -100,9 +100,10 @@ inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
 // Opens the store at `path` with RocksDB directly (every column family; the store itself
 // closed), runs `fn` on it, and flushes every memtable to tables before closing (the log is
 // then empty). What a test uses to write what another build (or damage) would have left.
-inline void WithRawDb(
+// WithRawDbFamilies hands `fn` every family's handle, in kColumnFamilies' order.
+inline void WithRawDbFamilies(
     const std::string& path,
-    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
+    const std::function<void(rocksdb::DB*, const std::vector<rocksdb::ColumnFamilyHandle*>&)>& fn) {
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* name : kColumnFamilies) {
     families.push_back({name, rocksdb::ColumnFamilyOptions()});
@@ -112,11 +113,20 @@ inline void WithRawDb(
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(options, path, families, &handles, &db).ok());
-  fn(db, handles[0]);
+  fn(db, handles);
   EXPECT_TRUE(db->Flush(rocksdb::FlushOptions(), handles).ok());
   for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
   db->Close();
   delete db;
+}
+
+inline void WithRawDb(
+    const std::string& path,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle* meta)>& fn) {
+  WithRawDbFamilies(path,
+                    [&](rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+                      fn(db, handles[0]);
+                    });
 }
 
 // Makes, with RocksDB directly, a store directory as an older build left it: only `families`
