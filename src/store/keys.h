@@ -37,7 +37,9 @@
 //     its lane, LaneFamily(lane) = lane % 16: "entries" for lanes 0, 16, 32..., "entries.N"
 //     for lane N and N + 16... So a queue's lanes, which grow side by side, are each one
 //     growing key range in a family of its own, whose flushed tables RocksDB moves down
-//     without rewriting them (docs/storage.md, "Priority lanes").
+//     without rewriting them (docs/storage.md, "Priority lanes"). "entries.N" is made when
+//     the first entry of one of its lanes is written: a store without priority queues has
+//     only "entries" (each family costs every open a larger OPTIONS file to write and parse).
 //   column family "delayed"   (messages routed to a queue and not yet due: the timelines)
 //     fixed64be(queue-id) "T" due(due-ms) fixed64be(message-id) -> entry-value
 //     fixed64be(queue-id) "I" fixed64be(message-id)             -> fixed64le(due-ms) byte(flags)
@@ -122,7 +124,8 @@ inline constexpr const char* kEntriesFamilies[kLaneFamilies] = {
 inline constexpr int LaneFamily(uint8_t lane) { return lane % kLaneFamilies; }
 // Whether `family` is one of kEntriesFamilies.
 bool IsEntriesFamily(std::string_view family);
-// Every column family of this format, "default" first: what a raw opening must name.
+// Every column family this format may have, "default" first (a store has the first five and
+// the lane families made so far; a raw opening names those that exist, a repair makes all).
 inline constexpr const char* kColumnFamilies[] = {
     "default",    kColumnMessages, kColumnEntries, kColumnDelayed, kColumnDedup,
     "entries.1",  "entries.2",     "entries.3",    "entries.4",    "entries.5",

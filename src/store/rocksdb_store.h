@@ -47,6 +47,7 @@
 
 namespace rocksdb {
 class ColumnFamilyHandle;
+struct ColumnFamilyOptions;
 class CompactOnDeletionCollectorFactory;
 class DB;
 class Env;
@@ -181,11 +182,15 @@ class RocksDbStore final : public MessageStore {
   // Why the store at options_.path would not open or verify (`error`), with the damaged files
   // named (store/store_check.h) and the repair command.
   Status Damaged(const Status& error) const;
-  // The family holding the entry with sequence number `seq` (its lane's, store/keys.h).
+  // The family holding the entry with sequence number `seq` (its lane's, store/keys.h), or
+  // nullptr when that family was never made: no entry of its lanes was ever written.
   rocksdb::ColumnFamilyHandle* EntriesFor(uint64_t seq) const {
-    return entries_[LaneFamily(SeqLane(seq))];
+    return entries_[LaneFamily(SeqLane(seq))].load(std::memory_order_acquire);
   }
-  // Every open family: meta, messages, the entries' families, delayed, dedup.
+  // Writer thread: the same, made first when it does not exist yet (a lane family is made
+  // when one of its lanes is first written; docs/storage.md, "Priority lanes").
+  Status EntriesForWrite(uint64_t seq, rocksdb::ColumnFamilyHandle** family);
+  // Every open family: meta, messages, the entries' families made so far, delayed, dedup.
   std::vector<rocksdb::ColumnFamilyHandle*> AllFamilies() const;
   // Moves the entries an older format kept in "entries" into their lane's family (format 11;
   // Recover, before anything is read).
@@ -246,7 +251,11 @@ class RocksDbStore final : public MessageStore {
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // "default"
   rocksdb::ColumnFamilyHandle* messages_ = nullptr;
-  std::array<rocksdb::ColumnFamilyHandle*, kLaneFamilies> entries_{};  // "entries", "entries.1"...
+  // "entries", "entries.1"...: "entries" is always open; the others once made (nullptr
+  // before). Stored by the writer thread (OpenDb, EntriesForWrite), loaded by the reader.
+  std::array<std::atomic<rocksdb::ColumnFamilyHandle*>, kLaneFamilies> entries_{};
+  std::unique_ptr<rocksdb::ColumnFamilyOptions>
+      entries_options_;  // what a lane family is made with
   rocksdb::ColumnFamilyHandle* delayed_ = nullptr;
   rocksdb::ColumnFamilyHandle* dedup_ = nullptr;
 

@@ -109,8 +109,13 @@ bool RocksDbStore::CountSlice(CountJob* job) {
     rocksdb::ReadOptions read;
     read.snapshot = snapshot;
     read.iterate_upper_bound = &upper_slice;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(
-        read, range.kind == CountKind::kEntries ? entries_[LaneFamily(range.lane)] : delayed_));
+    rocksdb::ColumnFamilyHandle* family =
+        range.kind == CountKind::kEntries
+            ? entries_[LaneFamily(range.lane)].load(std::memory_order_acquire)
+            : delayed_;
+    // A lane family not made yet holds nothing.
+    std::unique_ptr<rocksdb::Iterator> it(family ? db_->NewIterator(read, family)
+                                                 : rocksdb::NewEmptyIterator());
     bool finished = true;
     for (it->Seek(range.lower); it->Valid(); it->Next()) {
       SkipPurged(it.get(), range.queue_id, range.skip);
@@ -153,6 +158,8 @@ Result<std::optional<DelayedRef>> RocksDbStore::DoFind(const FindRequest& reques
 }
 
 Result<std::vector<LoadedMessage>> RocksDbStore::DoLoad(const LoadRequest& request) {
+  // A lane family not made yet: none of its lanes' entries was ever written.
+  if (!request.delayed && !EntriesFor(request.from_seq)) return std::vector<LoadedMessage>();
   std::string lower = request.delayed
                           ? DelayedKey(request.queue_id, request.from_due, request.from_id)
                           : EntryKey(request.queue_id, request.from_seq);

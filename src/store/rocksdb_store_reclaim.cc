@@ -51,6 +51,10 @@ void RocksDbStore::ReclaimStep() {
   for (uint64_t cursor = purge.cursor_seq; cursor < purge.to_seq && status.ok();) {
     const uint64_t lane_to = std::min(purge.to_seq, LaneEndSeq(SeqLane(cursor)));
     rocksdb::ColumnFamilyHandle* family = EntriesFor(cursor);
+    if (!family) {  // not made yet: none of its lanes has entries
+      cursor = lane_to;
+      continue;
+    }
     const std::string lower = EntryKey(queue_id, cursor);
     const std::string upper = EntryKey(queue_id, lane_to);
     rocksdb::Slice upper_slice(upper);
@@ -162,8 +166,8 @@ void RocksDbStore::ReclaimStep() {
       const int last_lane = purge.to_seq > purge.from_seq ? SeqLane(purge.to_seq - 1) : first_lane;
       for (int lane = first_lane; s.ok() && lane <= last_lane && lane < first_lane + kLaneFamilies;
            ++lane) {
-        s = db_->SuggestCompactRange(entries_[LaneFamily(static_cast<uint8_t>(lane))], &begin_slice,
-                                     &end_slice);
+        auto* family = entries_[LaneFamily(static_cast<uint8_t>(lane))].load();
+        if (family) s = db_->SuggestCompactRange(family, &begin_slice, &end_slice);
       }
       if (!s.ok()) {
         spdlog::warn("store: cannot ask for a removed range's space back: {}", s.ToString());

@@ -28,7 +28,9 @@ Result<RecoveredState> RocksDbStore::Recover() {
     std::unique_ptr<rocksdb::Iterator> any_meta(db_->NewIterator(read, meta_));
     any_meta->SeekToFirst();
     bool any_entry = false;
-    for (auto* family : entries_) {
+    for (const auto& lane_family : entries_) {
+      auto* family = lane_family.load(std::memory_order_acquire);
+      if (!family) continue;
       std::unique_ptr<rocksdb::Iterator> entry(db_->NewIterator(read, family));
       entry->SeekToFirst();
       any_entry = any_entry || entry->Valid();
@@ -237,7 +239,9 @@ Result<RecoveredState> RocksDbStore::Recover() {
   at_snapshot.snapshot = snapshot;
   // Only the families with entries are searched, queue by queue.
   std::vector<std::unique_ptr<rocksdb::Iterator>> families;
-  for (auto* family : entries_) {
+  for (const auto& lane_family : entries_) {
+    auto* family = lane_family.load(std::memory_order_acquire);
+    if (!family) continue;
     std::unique_ptr<rocksdb::Iterator> family_it(db_->NewIterator(at_snapshot, family));
     family_it->SeekToFirst();
     if (!family_it->status().ok()) {
@@ -394,7 +398,7 @@ Status RocksDbStore::MoveLaneEntries() {
   // each batch moves its entries atomically, so an interrupted upgrade (the format is marked
   // only after this) resumes with what is left.
   constexpr uint32_t kBatchWrites = 20'000;
-  rocksdb::ColumnFamilyHandle* stays = entries_[0];
+  rocksdb::ColumnFamilyHandle* stays = entries_[0].load(std::memory_order_acquire);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), stays));
   rocksdb::WriteBatch wb;
   uint64_t moved = 0;
@@ -424,7 +428,9 @@ Status RocksDbStore::MoveLaneEntries() {
       }
       continue;
     }
-    wb.Put(entries_[LaneFamily(lane)], it->key(), it->value());
+    rocksdb::ColumnFamilyHandle* family = nullptr;
+    if (Status s = EntriesForWrite(parts->seq, &family); !s.ok()) return s;
+    wb.Put(family, it->key(), it->value());
     wb.Delete(stays, it->key());
     ++moved;
     if (wb.Count() >= kBatchWrites) {

@@ -238,12 +238,16 @@ TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
   ASSERT_TRUE(Commit(std::move(remove)).ok());
   store_.reset();
   size_t records = 0;
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : kColumnFamilies) families.push_back({name, {}});
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = testing::ExistingFamilies(dir_.path());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator({}, handles[4]));
+  rocksdb::ColumnFamilyHandle* dedup = nullptr;
+  for (auto* h : handles) {
+    if (h->GetName() == kColumnDedup) dedup = h;
+  }
+  ASSERT_NE(dedup, nullptr);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator({}, dedup));
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++records;
   it.reset();
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -800,7 +801,20 @@ std::map<std::string, std::vector<uint64_t>> RawEntriesByFamily(const std::strin
 // Format 11: each lane's entries are in the family of its lane (lane % 16), so lanes growing
 // side by side never overlap in one family's tables. Written, loaded lane by lane, and removed
 // with their queue from every family.
+// The names of the column families the store at `path` has, sorted.
+std::vector<std::string> FamilyNames(const std::string& path) {
+  std::vector<std::string> names;
+  for (const auto& family : testing::ExistingFamilies(path)) names.push_back(family.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 TEST_F(RocksDbStoreTest, EachLaneIsInItsOwnFamily) {
+  Open();
+  store_.reset();
+  // A lane family is made when one of its lanes is first written: none yet.
+  const std::vector<std::string> base = {"dedup", "default", "delayed", "entries", "messages"};
+  EXPECT_EQ(FamilyNames(dir_.path()), base);
   Open();
   CountFinishedRemovals();
   StoreBatch batch;
@@ -827,6 +841,9 @@ TEST_F(RocksDbStoreTest, EachLaneIsInItsOwnFamily) {
       {"entries.1", {LaneBaseSeq(17) + 1, LaneBaseSeq(17) + 2}},
       {"entries.3", {LaneBaseSeq(3) + 1, LaneBaseSeq(3) + 2}}};
   EXPECT_EQ(families, expected);
+  EXPECT_EQ(FamilyNames(dir_.path()),
+            (std::vector<std::string>{"dedup", "default", "delayed", "entries", "entries.1",
+                                      "entries.3", "messages"}));
 
   Open();
   CountFinishedRemovals();
@@ -878,6 +895,23 @@ TEST_F(RocksDbStoreTest, FormatTenLanesAreMovedIntoTheirFamilies) {
         }
         ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", "10").ok());
       });
+  // Format 10 had no lane families: the upgrade makes those it needs ("entries.15").
+  {
+    auto families = testing::ExistingFamilies(dir_.path());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
+    for (auto* handle : handles) {
+      if (handle->GetName() == "entries.15") {
+        ASSERT_TRUE(db->DropColumnFamily(handle).ok());
+      }
+    }
+    for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
+    delete db;
+  }
+  ASSERT_EQ(FamilyNames(dir_.path()),
+            (std::vector<std::string>{"dedup", "default", "delayed", "entries", "entries.3",
+                                      "messages"}));
   ASSERT_EQ(RawEntriesByFamily(dir_.path(), 1).at("entries").size(), 11u);
 
   Open();
@@ -998,8 +1032,7 @@ TEST_F(RocksDbStoreTest, NewerFormatIsRefused) {
   store_.reset();
   {
     rocksdb::Options options;
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : kColumnFamilies) families.push_back({name, {}});
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = testing::ExistingFamilies(dir_.path());
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path(), families, &handles, &db).ok());
@@ -1025,8 +1058,7 @@ TEST_F(RocksDbStoreTest, FormatOneIsUpgradedInPlace) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   store_.reset();
   auto set_format = [&](const char* version) {
-    std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : kColumnFamilies) families.push_back({name, {}});
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = testing::ExistingFamilies(dir_.path());
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());

@@ -97,17 +97,25 @@ inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
   return std::make_shared<const Envelope>(std::move(e));
 }
 
-// Opens the store at `path` with RocksDB directly (every column family; the store itself
-// closed), runs `fn` on it, and flushes every memtable to tables before closing (the log is
-// then empty). What a test uses to write what another build (or damage) would have left.
-// WithRawDbFamilies hands `fn` every family's handle, in kColumnFamilies' order.
+// The column families the store at `path` has, in the order they were made ("default"
+// first): what a raw opening must name. The lane families "entries.1".. "entries.15" are
+// made when first written, so a store has only those its queues used.
+inline std::vector<rocksdb::ColumnFamilyDescriptor> ExistingFamilies(const std::string& path) {
+  std::vector<std::string> names;
+  EXPECT_TRUE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const std::string& name : names) families.push_back({name, rocksdb::ColumnFamilyOptions()});
+  return families;
+}
+
+// Opens the store at `path` with RocksDB directly (every column family it has; the store
+// itself closed), runs `fn` on it, and flushes every memtable to tables before closing (the
+// log is then empty). What a test uses to write what another build (or damage) would have
+// left. WithRawDbFamilies hands `fn` every family's handle, in ExistingFamilies' order.
 inline void WithRawDbFamilies(
     const std::string& path,
     const std::function<void(rocksdb::DB*, const std::vector<rocksdb::ColumnFamilyHandle*>&)>& fn) {
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : kColumnFamilies) {
-    families.push_back({name, rocksdb::ColumnFamilyOptions()});
-  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = ExistingFamilies(path);
   rocksdb::DBOptions options;
   options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
