@@ -254,8 +254,8 @@ class RocksDbStore final : public MessageStore {
   // "entries", "entries.1"...: "entries" is always open; the others once made (nullptr
   // before). Stored by the writer thread (OpenDb, EntriesForWrite), loaded by the reader.
   std::array<std::atomic<rocksdb::ColumnFamilyHandle*>, kLaneFamilies> entries_{};
-  std::unique_ptr<rocksdb::ColumnFamilyOptions>
-      entries_options_;  // what a lane family is made with
+  // What a lane family is made with (OpenDb sets it, EntriesForWrite uses it).
+  std::unique_ptr<rocksdb::ColumnFamilyOptions> entries_options_;
   rocksdb::ColumnFamilyHandle* delayed_ = nullptr;
   rocksdb::ColumnFamilyHandle* dedup_ = nullptr;
 
