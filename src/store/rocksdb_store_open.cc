@@ -113,8 +113,9 @@ Status RocksDbStore::OpenDb() {
   if (auto interrupted = InterruptedRepair(options_.path)) {
     return Status(StatusCode::kStoreUnavailable, *interrupted);
   }
-  if (!std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT") &&
-      HasDatabaseFiles(options_.path)) {
+  const bool has_database =
+      std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT");
+  if (!has_database && HasDatabaseFiles(options_.path)) {
     return Status(
         StatusCode::kStoreUnavailable,
         "cannot open the message store at " + options_.path + ": its CURRENT file is missing");
@@ -212,7 +213,7 @@ Status RocksDbStore::OpenDb() {
   // store without priority queues has none. Each family made costs RocksDB a rewrite of its
   // OPTIONS file (every family's options, written, synced and parsed back), at every open too.
   std::vector<std::string> existing;
-  if (std::filesystem::exists(std::filesystem::path(options_.path) / "CURRENT")) {
+  if (has_database) {
     rocksdb::Status listed = rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing);
     if (!listed.ok()) {
       return FromRocksDb(listed, "cannot open the message store at " + options_.path);

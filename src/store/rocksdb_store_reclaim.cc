@@ -166,7 +166,7 @@ void RocksDbStore::ReclaimStep() {
       const int last_lane = purge.to_seq > purge.from_seq ? SeqLane(purge.to_seq - 1) : first_lane;
       for (int lane = first_lane; s.ok() && lane <= last_lane && lane < first_lane + kLaneFamilies;
            ++lane) {
-        auto* family = entries_[LaneFamily(static_cast<uint8_t>(lane))].load();
+        auto* family = EntriesFor(LaneBaseSeq(static_cast<uint8_t>(lane)));
         if (family) s = db_->SuggestCompactRange(family, &begin_slice, &end_slice);
       }
       if (!s.ok()) {
