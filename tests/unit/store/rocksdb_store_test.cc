@@ -798,9 +798,6 @@ std::map<std::string, std::vector<uint64_t>> RawEntriesByFamily(const std::strin
   return out;
 }
 
-// Format 11: each lane's entries are in the family of its lane (lane % 16), so lanes growing
-// side by side never overlap in one family's tables. Written, loaded lane by lane, and removed
-// with their queue from every family.
 // The names of the column families the store at `path` has, sorted.
 std::vector<std::string> FamilyNames(const std::string& path) {
   std::vector<std::string> names;
@@ -809,6 +806,9 @@ std::vector<std::string> FamilyNames(const std::string& path) {
   return names;
 }
 
+// Format 11: each lane's entries are in the family of its lane (lane % 16), made when the lane
+// is first written, so lanes growing side by side never overlap in one family's tables.
+// Written, loaded lane by lane, and removed with their queue from every family.
 TEST_F(RocksDbStoreTest, EachLaneIsInItsOwnFamily) {
   Open();
   store_.reset();
