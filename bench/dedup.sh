@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Publish deduplication figures for docs/benchmarks.md (docs/lifecycle.md, "Deduplication"):
 #   throughput  persistent confirmed publish (1 producer, confirm window 1000, no consumer,
-#               S seconds) into a queue without a window ("off"), the same with every message
-#               carrying its own key ("keys": what the header costs), and into one with a
-#               5-minute window and the keys ("on"); alternated for R rounds. With wharfd's
-#               CPU time per message (user + system, from /proc).
+#               S seconds) into a queue without a window ("off"), the same with every publish
+#               carrying its own deduplication_id ("keys": what the key costs), into one with a
+#               5-minute window and the keys ("on"), and the same with each key in the
+#               message's x-deduplication-header instead ("header"); alternated for R rounds.
+#               Each run on a wharfd of its own with an empty data directory, so that none
+#               pays for the flushes and compactions of the one before it. With wharfd's CPU
+#               time per message (user + system, from /proc).
 #   window      K keys published and consumed through one queue with a 7-day window (the queue
 #               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
 #
@@ -22,16 +25,25 @@ while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=dedup
 source bench/common.sh
 
+# restart: wharfd again on an empty data directory.
+restart() {
+  { kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
+  rm -rf "$work/data"
+  start "$work/data"
+}
+
 start "$work/data"
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
 echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for round in $(seq "${want[rounds]}"); do
-  for window in off keys on; do
+  for window in off keys on header; do
     flags=(--persistent --confirm 1000 --producers 1 --consumers 0 --duration "${want[seconds]}"
            --delete --queue "dedup-$window-$round")
     [ "$window" = keys ] && flags+=(--dedup-keys)
     [ "$window" = on ] && flags+=(--dedup-window 300000)
+    [ "$window" = header ] && flags+=(--dedup-window 300000 --dedup-header)
+    restart
     before=$(cpu_ticks)
     out=$(perf_json "${flags[@]}")
     ticks=$(($(cpu_ticks) - before))
@@ -42,6 +54,7 @@ print(round($ticks * 1e6 / os.sysconf('SC_CLK_TCK') / max(j['published'], 1), 2)
 done
 
 echo "window: ${want[keys]} keys through a queue with a 7-day window"
+restart
 echo "seconds rss_mb store_mb"
 began=$(now_ms)
 "$perf" --server 127.0.0.1:$port --persistent --confirm 1000 --producers 1 --consumers 1 \

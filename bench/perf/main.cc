@@ -128,8 +128,11 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
                  "native only, with --persistent) and give every message its own key")
       ->check(Unsigned(1, 604'800'000));
   app.add_flag("--dedup-keys", o->dedup_keys,
-               "give every message its own x-deduplication-header key without declaring a "
-               "window (what the header costs apart from the window; native only)");
+               "give every message its own deduplication id without declaring a window (what "
+               "the key costs apart from the window; native only)");
+  app.add_flag("--dedup-header", o->dedup_header,
+               "with --dedup-window or --dedup-keys: carry each key in the message's "
+               "x-deduplication-header instead of the publish's deduplication_id");
   app.add_option("--max-priority", o->max_priority,
                  "declare the queues with x-max-priority N and publish priorities 0..N in turn")
       ->check(Unsigned(1, 255));
@@ -170,6 +173,9 @@ int main(int argc, char** argv) {
   if (o.driver == "amqp" && o.delay_ms > 0) return Usage("--delay needs the native driver");
   if (o.tls && o.driver == "amqp") return Usage("--tls is for the native driver");
   if (o.dedup_keys && o.driver == "amqp") return Usage("--dedup-keys needs the native driver");
+  if (o.dedup_header && !o.dedup_keys && o.dedup_window_ms == 0) {
+    return Usage("--dedup-header needs --dedup-window or --dedup-keys");
+  }
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
   }
@@ -326,6 +332,7 @@ int main(int argc, char** argv) {
         {"seconds", std::round(total_s * 100) / 100},
         {"dedup_window_ms", o.dedup_window_ms},
         {"dedup_keys", o.dedup_keys || o.dedup_window_ms > 0},
+        {"dedup_header", o.dedup_header},
         {"max_priority", o.max_priority},
         {"groups", o.groups},
         {"delay_ms", o.delay_ms},

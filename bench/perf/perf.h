@@ -46,11 +46,13 @@ struct Options {
   bool json = false;
   uint64_t delay_ms = 0;  // delayed delivery (native only): lateness is measured
   // Queues with this deduplication window (x-deduplication-window), each message with its own
-  // key (x-deduplication-header); 0 = none. Native only, with --persistent.
+  // key (Publish.deduplication_id); 0 = none. Native only, with --persistent.
   uint64_t dedup_window_ms = 0;
   bool tls = false;         // native: TLS to the broker's [tls] listen port
   std::string ca_file;      // its CA certificates (PEM)
   bool dedup_keys = false;  // keys without a window (--dedup-keys)
+  // The keys in each message's x-deduplication-header instead of Publish.deduplication_id.
+  bool dedup_header = false;
   // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
   // (one level after another); 0 = none.
   uint32_t max_priority = 0;

@@ -112,6 +112,11 @@ struct PublishOptions {
   // Delayed delivery: routed now, delivered from this time on (at most one of the two).
   uint64_t delay_ms = 0;
   int64_t deliver_at_ms = 0;  // Unix ms (UTC)
+  // The key a queue with a deduplication window (x-deduplication-window) checks, 1 to 128
+  // bytes; "" = the message's x-deduplication-header, if any (docs/lifecycle.md,
+  // "Deduplication"). Cheaper than the header: the broker neither decodes nor stores it, and
+  // consumers do not see it.
+  std::string deduplication_id;
 };
 
 class Client {

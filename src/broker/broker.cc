@@ -339,7 +339,8 @@ void Broker::MarkDirty(SessionState& session) {
 
 Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& exchange_name,
                                        const std::string& routing_key, Message message,
-                                       uint64_t request_id, PublishTiming timing) {
+                                       uint64_t request_id, PublishTiming timing,
+                                       std::string_view deduplication_id) {
   thread_checker_.Check();
   WHARF_RETURN_IF_ERROR(
       Authorize(session_id, Permission::kWrite, ResourceKind::kExchange, exchange_name));
@@ -363,6 +364,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   }
   WHARF_RETURN_IF_ERROR(
       CheckMessageSize(message, options_.max_message_bytes, options_.max_headers));
+  WHARF_RETURN_IF_ERROR(CheckDedupId(deduplication_id));
   if (routing_key.size() > kMaxRoutingKeyBytes) {
     return Status(StatusCode::kInvalidArgument, "routing key longer than 255 bytes");
   }
@@ -429,7 +431,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
   // "" where there is none to check. The store decides, in the commit, whether they take it.
   // Sized only when a target has a window: no allocation on the common publish path.
-  // Each kind of key (header, body hash) is made at most once, however many queues check it.
+  // Each kind of key (the publisher's id, body hash) is made at most once, however many queues
+  // check it.
   std::vector<std::string> dedup_keys;
   size_t deduplicated = 0;
   if (store_) {
@@ -439,7 +442,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
       if (dedup_keys.empty()) dedup_keys.resize(targets.size());
       std::optional<std::string>& key = policy.dedup_by_body ? by_body : by_header;
-      if (!key) {
+      if (!key && !policy.dedup_by_body && !deduplication_id.empty()) {
+        key = std::string(deduplication_id);  // the publish's own id wins over the header
+      } else if (!key) {
         WHARF_ASSIGN_OR_RETURN(std::string made, DedupKeyOf(message, policy.dedup_by_body));
         key = std::move(made);
       }

@@ -285,9 +285,12 @@ class Broker {
   // --- Messaging -----------------------------------------------------------------------------
   // `request_id` is the publisher's, when it wants a confirm: a persistent message then gets
   // its answer through PublishDone once durable (outcome.deferred); 0 = no confirm wanted.
+  // `deduplication_id` (native Publish.deduplication_id): the key queues with a deduplication
+  // window check instead of the message's x-deduplication-header; "" = the header's.
   Result<PublishOutcome> Publish(uint64_t session_id, const std::string& exchange,
                                  const std::string& routing_key, Message message,
-                                 uint64_t request_id = 0, PublishTiming timing = {});
+                                 uint64_t request_id = 0, PublishTiming timing = {},
+                                 std::string_view deduplication_id = {});
   // Cancels a delayed message of `queue` that is still waiting. On OK the answer comes later
   // through SessionPeer::CancelDelayedDone, once the removal is on disk; never true for a
   // message that was (or will be) delivered.

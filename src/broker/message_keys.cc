@@ -49,6 +49,13 @@ Result<std::string> DedupKeyOf(const Message& message, bool by_body) {
   return HeaderKeyOf(message, kDedupHeader, store::kMaxDedupKeyBytes);
 }
 
+Status CheckDedupId(std::string_view id) {
+  if (id.size() <= store::kMaxDedupKeyBytes) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument, "deduplication_id must hold 1 to " +
+                                                  std::to_string(store::kMaxDedupKeyBytes) +
+                                                  " bytes, not " + std::to_string(id.size()));
+}
+
 Result<std::string> GroupKeyOf(const Message& message) {
   return HeaderKeyOf(message, kGroupHeader, kMaxGroupKeyBytes);
 }

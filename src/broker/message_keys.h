@@ -2,7 +2,8 @@
 //
 // Keys a queue reads from a message's headers: the deduplication key under which a queue with
 // a deduplication window (QueuePolicy::dedup_window_ms) records a publish (the publisher's id
-// from the x-deduplication-header header, or the SHA-256 of the body when the queue says
+// from the x-deduplication-header header, unless the publish carries its own deduplication_id,
+// which the broker checks with CheckDedupId; or the SHA-256 of the body when the queue says
 // x-deduplication-source "body"; docs/lifecycle.md, "Deduplication"), and the group of a
 // message in a queue with message groups (the x-group-id header; docs/lifecycle.md, "Message
 // groups").
@@ -22,6 +23,10 @@ namespace wharf::broker {
 // unchecked). The header may be a string, bytes or an integer (its decimal text), of 1 to
 // store::kMaxDedupKeyBytes bytes; anything else is INVALID_ARGUMENT.
 Result<std::string> DedupKeyOf(const Message& message, bool by_body);
+// A publish's own deduplication id (native Publish.deduplication_id), which a queue checks
+// instead of the header: "" (none) or 1 to store::kMaxDedupKeyBytes bytes of anything, else
+// INVALID_ARGUMENT. Checked on every publish that sets one, window or not.
+Status CheckDedupId(std::string_view id);
 
 // The message header naming a message's group, and the longest group id (SQS's limit on its
 // message group ids).

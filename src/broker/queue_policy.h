@@ -83,9 +83,10 @@ struct QueuePolicy {
 
   // Publish deduplication (docs/lifecycle.md, "Deduplication"): x-deduplication-window, in
   // ms (1 ms to 7 days; 0 = off): a publish whose key this queue accepted within the window is
-  // dropped, and still confirmed, as a duplicate. The key is the message's
-  // x-deduplication-header (kDedupHeader), or with x-deduplication-source "body" the SHA-256
-  // of its body. Durable queues only: the keys live in the store, not in memory.
+  // dropped, and still confirmed, as a duplicate. The key is the publish's deduplication_id
+  // (native), else the message's x-deduplication-header (kDedupHeader); or with
+  // x-deduplication-source "body" the SHA-256 of its body. Durable queues only: the keys live in
+  // the store, not in memory.
   uint32_t dedup_window_ms = 0;
   bool dedup_by_body = false;
 

@@ -211,7 +211,7 @@ Status Client::Unbind(const BindingSpec& binding) {
 
 namespace {
 pb::Frame PublishFrame(const std::string& exchange, const std::string& routing_key,
-                       const Message& message, PublishOptions options) {
+                       const Message& message, const PublishOptions& options) {
   pb::Frame frame;
   auto* p = frame.mutable_publish();
   p->set_exchange(exchange);
@@ -219,6 +219,7 @@ pb::Frame PublishFrame(const std::string& exchange, const std::string& routing_k
   p->set_mandatory(options.mandatory);
   p->set_delay_ms(options.delay_ms);
   p->set_deliver_at_ms(options.deliver_at_ms);
+  if (!options.deduplication_id.empty()) p->set_deduplication_id(options.deduplication_id);
   protocol::ToWire(message, p->mutable_message());
   return frame;
 }
@@ -249,7 +250,7 @@ std::future<Result<PublishResult>> Client::PublishAsync(const std::string& excha
   auto future = promise->get_future();
   PublishAsync(
       exchange, routing_key, message,
-      [promise](Result<PublishResult> r) { promise->set_value(std::move(r)); }, options);
+      [promise](Result<PublishResult> r) { promise->set_value(std::move(r)); }, std::move(options));
   return future;
 }
 

@@ -75,7 +75,8 @@ void NativeSession::HandleRequest(NativeRequest& request) {
       const auto& publish = frame.publish();
       auto outcome =
           broker.Publish(id_, publish.exchange(), publish.routing_key(), std::move(request.message),
-                         rid, broker::PublishTiming{publish.delay_ms(), publish.deliver_at_ms()});
+                         rid, broker::PublishTiming{publish.delay_ms(), publish.deliver_at_ms()},
+                         publish.deduplication_id());
       if (!outcome.ok()) return ReplyStatus(rid, outcome.status());
       if (outcome->deferred) return;  // PublishDone answers once it is on disk
       if (publish.mandatory() && outcome->result.routed_queues == 0) {

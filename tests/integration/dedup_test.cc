@@ -1,7 +1,8 @@
 // Publish deduplication windows through the real wharfd (docs/lifecycle.md, "Deduplication"):
 // a publisher that retries every publish after the broker was killed mid-confirm ends with
 // each id exactly once in the queue, and the confirms of the retries say which were
-// duplicates.
+// duplicates; an id sent as the publish's deduplication_id and as the x-deduplication-header
+// is one key; the deduplication_id is checked and not delivered.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,17 +24,27 @@ using testing::TestServer;
 
 constexpr int kMessages = 20'000;
 
-Message Keyed(int id) {
+// Order `id`, its key in the x-deduplication-header (`in_header`) or in `options`'
+// deduplication_id.
+Message Keyed(int id, bool in_header, PublishOptions* options) {
   Message m;
   m.persistent = true;
   m.body = "order " + std::to_string(id);
-  m.headers["x-deduplication-header"] = "order-" + std::to_string(id);
+  std::string key = "order-" + std::to_string(id);
+  options->deduplication_id.clear();
+  if (in_header) {
+    m.headers["x-deduplication-header"] = std::move(key);
+  } else {
+    options->deduplication_id = std::move(key);
+  }
   return m;
 }
 
 // Publishes ids [0, kMessages) with up to 64 unconfirmed; returns the confirmed ids (with
-// their results). Stops early, when a publish fails (the broker went away).
-std::map<int, PublishResult> PublishAll(Client& client) {
+// their results). Stops early, when a publish fails (the broker went away). Even ids carry
+// their key in the header and odd ones in the publish's deduplication_id, or the other way
+// round with `swap`.
+std::map<int, PublishResult> PublishAll(Client& client, bool swap) {
   std::map<int, PublishResult> confirmed;
   std::deque<std::pair<int, std::future<Result<PublishResult>>>> window;
   auto settle = [&]() -> bool {
@@ -46,11 +57,22 @@ std::map<int, PublishResult> PublishAll(Client& client) {
   };
   bool ok = true;
   for (int id = 0; id < kMessages && ok; ++id) {
-    window.emplace_back(id, client.PublishAsync("", "orders", Keyed(id)));
+    PublishOptions options;
+    Message m = Keyed(id, (id % 2 == 0) != swap, &options);
+    window.emplace_back(id, client.PublishAsync("", "orders", m, options));
     if (window.size() >= 64) ok = settle();
   }
   while (!window.empty()) settle();
   return confirmed;
+}
+
+// A durable queue `name`, with a 10-minute deduplication window when `windowed`.
+Status DeclareDurable(Client& client, const std::string& name, bool windowed) {
+  QueueSpec spec;
+  spec.name = name;
+  spec.durable = true;
+  if (windowed) spec.arguments["x-deduplication-window"] = int64_t{600'000};
+  return client.DeclareQueue(spec).status();
 }
 
 TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
@@ -58,18 +80,14 @@ TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
   {
     auto admin = server.Connect();
     ASSERT_NE(admin, nullptr);
-    QueueSpec spec;
-    spec.name = "orders";
-    spec.durable = true;
-    spec.arguments["x-deduplication-window"] = int64_t{600'000};
-    ASSERT_TRUE(admin->DeclareQueue(spec).ok());
+    ASSERT_TRUE(DeclareDurable(*admin, "orders", true).ok());
   }
   // The first run: killed while publishes are in flight.
   std::map<int, PublishResult> before;
   {
     auto publisher = server.Connect();
     ASSERT_NE(publisher, nullptr);
-    auto run = std::async(std::launch::async, [&] { return PublishAll(*publisher); });
+    auto run = std::async(std::launch::async, [&] { return PublishAll(*publisher, false); });
     // Kill once some are confirmed, so the crash falls among publishes in flight.
     auto watcher = server.Connect();
     ASSERT_NE(watcher, nullptr);
@@ -85,10 +103,10 @@ TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
   ASSERT_LT(before.size(), static_cast<size_t>(kMessages)) << "the kill came too late";
   ASSERT_TRUE(server.Restart()) << server.Log();
 
-  // The retry: every publish again, whatever its fate was.
+  // The retry: every publish again, whatever its fate was, each key in the other carrier.
   auto publisher = server.Connect();
   ASSERT_NE(publisher, nullptr);
-  std::map<int, PublishResult> after = PublishAll(*publisher);
+  std::map<int, PublishResult> after = PublishAll(*publisher, true);
   ASSERT_EQ(after.size(), static_cast<size_t>(kMessages)) << server.Log();
   size_t duplicates = 0;
   for (const auto& [id, result] : after) {
@@ -114,6 +132,52 @@ TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
   for (int id = 0; id < kMessages; ++id) {
     EXPECT_EQ(bodies.count("order " + std::to_string(id)), 1u) << "order " << id;
   }
+  ASSERT_TRUE(server.running());
+}
+
+TEST(Dedup, ThePublishDeduplicationIdIsCheckedAndNotDelivered) {
+  TestServer server;
+  auto client = server.Connect();
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(DeclareDurable(*client, "orders", true).ok());
+  ASSERT_TRUE(DeclareDurable(*client, "plain", false).ok());
+
+  Message m;
+  m.persistent = true;
+  m.body = "first";
+  PublishOptions options;
+  options.deduplication_id = std::string(129, 'k');
+  // Too long, whether or not the queue has a window; the connection stays usable.
+  for (const char* queue : {"orders", "plain"}) {
+    auto bad = client->Publish("", queue, m, options);
+    ASSERT_FALSE(bad.ok()) << queue;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("deduplication_id"), std::string_view::npos)
+        << bad.status().ToString();
+  }
+  options.deduplication_id = std::string("\0id\xff", 4);  // any bytes
+  auto first = client->Publish("", "orders", m, options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->duplicate_of, 0u);
+  // The id wins over a header naming another key.
+  m.body = "again";
+  m.headers["x-deduplication-header"] = "other";
+  auto again = client->Publish("", "orders", m, options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->duplicate_of, first->message_id);
+  // The header alone is a key of its own.
+  m.body = "by header";
+  auto header = client->Publish("", "orders", m);
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->duplicate_of, 0u);
+
+  auto got = client->Receive("orders", 10, std::chrono::milliseconds(1000));
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].message.body, "first");
+  EXPECT_TRUE((*got)[0].message.headers.empty()) << "the id is not delivered";
+  EXPECT_EQ((*got)[1].message.body, "by header");
+  EXPECT_EQ((*got)[1].message.headers.count("x-deduplication-header"), 1u);
   ASSERT_TRUE(server.running());
 }
 

@@ -124,6 +124,53 @@ TEST_F(BrokerDedupTest, TransientMessagesAndBodyHashesAreDeduplicatedToo) {
   EXPECT_EQ(Bodies(Take("bodies")), (std::vector<std::string>{"same", "different"}));
 }
 
+TEST_F(BrokerDedupTest, ThePublishIdWinsOverTheHeaderButNotOverABodyHashQueue) {
+  DeclareDeduplicated("ids");
+  DeclareDeduplicated("bodies", {{"x-deduplication-source", std::string("body")}});
+  ExchangeSpec exchange;
+  exchange.name = "both";
+  exchange.type = ExchangeType::kFanout;
+  ASSERT_TRUE(broker_->DeclareExchange(kS1, exchange).ok());
+  for (const char* queue : {"ids", "bodies"}) {
+    BindingSpec binding;
+    binding.queue = queue;
+    binding.exchange = "both";
+    ASSERT_TRUE(broker_->Bind(kS1, binding).ok());
+  }
+  auto publish = [&](const std::string& body, const std::string& header, std::string_view id,
+                     uint64_t request_id) {
+    Message m;
+    m.body = body;
+    m.persistent = true;
+    if (!header.empty()) m.headers[std::string(kDedupHeader)] = header;
+    return broker_->Publish(kS1, "both", "", std::move(m), request_id, {}, id);
+  };
+  // "ids" records id-1, not the header's h-1; "bodies" records "a"'s hash.
+  auto first = publish("a", "h-1", "id-1", 1);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  // id-1 in the header is the same key: a duplicate in "ids"; "bodies" takes "b".
+  ASSERT_TRUE(publish("b", "id-1", "", 2).ok());
+  // h-1 is new to "ids", which takes "c", as "bodies" does.
+  ASSERT_TRUE(publish("c", "", "h-1", 3).ok());
+  // A new id: "ids" takes it; "a" is a duplicate in "bodies", whatever the id.
+  ASSERT_TRUE(publish("a", "", "id-2", 4).ok());
+  Drain();
+  EXPECT_EQ(ConfirmOf(1).result.duplicate_of, 0u);
+  EXPECT_EQ(ConfirmOf(2).result.duplicate_of, first->result.message_id);
+  EXPECT_EQ(ConfirmOf(3).result.duplicate_of, 0u);
+  EXPECT_EQ(ConfirmOf(4).result.duplicate_of, first->result.message_id);
+  EXPECT_EQ(Bodies(Take("ids")), (std::vector<std::string>{"a", "c", "a"}));
+  EXPECT_EQ(Bodies(Take("bodies")), (std::vector<std::string>{"a", "b", "c"}));
+  // Too long: refused by name, window or not.
+  auto bad = publish("d", "", std::string(129, 'k'), 5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("deduplication_id"), std::string_view::npos);
+  EXPECT_EQ(
+      broker_->Publish(kS1, "", "ids", Message{}, 6, {}, std::string(129, 'k')).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST_F(BrokerDedupTest, PagedQueuesKeepTheirOrderAndDropDuplicates) {
   BrokerOptions options;
   options.page_limits.max_messages = 2;
