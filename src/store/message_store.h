@@ -119,6 +119,8 @@ inline constexpr size_t kMaxDedupKeyBytes = 128;
 // What the writer found for a StoreBatch::PutDedup.
 struct DedupOutcome {
   uint64_t duplicate_of = 0;  // 0: the key was recorded; else the message that holds it
+  // The writer's own: set once its group's lookup decided duplicate_of (writer thread only).
+  bool decided = false;
 };
 
 // A group of changes applied atomically and in order.

@@ -273,7 +273,7 @@ void RocksDbStore::WriterLoop() {
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
     references_.clear();  // written, or lost with the failed write: either way, read anew
     group_dedup_.clear();
-    dedup_before_.clear();
+    dedup_plan_.clear();
     if (!status.ok()) {
       // Purges of this group are not on disk: nothing to hide or remove (the broker undoes
       // its count of them when it gets the failed commit).

@@ -291,16 +291,21 @@ class RocksDbStore final : public MessageStore {
     std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> elided_entries;   // put, removed
     std::unordered_set<uint64_t> settled_messages;  // put and removed in all their queues
   } plan_;
-  // Deduplication keys recorded by the group being built (DedupKey -> message id), cleared
-  // with references_; and the (queue id, message id) pairs of the batch being applied whose
-  // PutDedup found a duplicate, so their entries are not written.
-  std::unordered_map<std::string, uint64_t> group_dedup_;
+  // The (queue id, message id) pairs of the batch being applied whose PutDedup found a
+  // duplicate, so their entries are not written.
   std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> duplicates_;
-  // What the store held, before this group, for each deduplication key the group records
-  // (DedupKey -> the record, nullopt = none): one MultiGet per group (PrefetchDedup) instead of
-  // a Get per key. A key missing here (its read failed) is read again by ApplyDedup.
-  std::unordered_map<std::string, std::optional<DedupValue>> dedup_before_;
+  // The group's PutDedup ops with their keys (DedupKey), sorted by key and, within a key, in
+  // the order Apply meets them: PrefetchDedup decides them all with one MultiGet, before the
+  // group is applied. Cleared with references_.
+  struct PlannedDedup {
+    std::string key;
+    const StoreBatch::PutDedup* op = nullptr;
+  };
+  std::vector<PlannedDedup> dedup_plan_;
   void PrefetchDedup(const std::deque<Request>& group);
+  // Keys whose read failed in PrefetchDedup are read again, one Get each, by ApplyDedup; those
+  // it recorded in this group (DedupKey -> message id). Cleared with references_.
+  std::unordered_map<std::string, uint64_t> group_dedup_;
   // Applies a PutDedup (message_store.h): records the key or fills in the duplicate.
   Status ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb);
   Status error_;  // sticky write error (writer thread)

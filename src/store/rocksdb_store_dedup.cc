@@ -1,11 +1,12 @@
 // store/rocksdb_store_dedup.cc: the writer's side of publish deduplication windows
 // (docs/storage.md, "Deduplication is decided by the writer"; docs/lifecycle.md,
-// "Deduplication"). Before a write group is applied, its keys are read in one MultiGet; each
-// PutDedup then records its key or reports the message holding it, and a duplicate's entry is
-// not written (RocksDbStore::Apply). Writer thread only.
+// "Deduplication"). Before a write group is applied, its keys are read in one MultiGet and
+// every PutDedup of the group is decided (PrefetchDedup); applying each then writes its record
+// or notes the duplicate, whose entry is not written (RocksDbStore::Apply). Writer thread only.
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,30 +17,48 @@
 namespace wharf::store {
 
 void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
-  std::vector<std::string> keys;
+  dedup_plan_.clear();
   for (const Request& request : group) {
     const auto* commit = std::get_if<CommitRequest>(&request);
     if (!commit) continue;
     for (const StoreBatch::Op& op : commit->batch.ops()) {
       const auto* put = std::get_if<StoreBatch::PutDedup>(&op);
-      if (put && !put->key.empty() && put->key.size() <= kMaxDedupKeyBytes) {
-        keys.push_back(DedupKey(put->queue_id, put->key));
+      if (put && put->outcome && !put->key.empty() && put->key.size() <= kMaxDedupKeyBytes) {
+        put->outcome->decided = false;
+        dedup_plan_.push_back({DedupKey(put->queue_id, put->key), put});
       }
     }
   }
-  if (keys.empty()) return;
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  if (dedup_plan_.empty()) return;
+  // By key; stable, so that the publishes of one key stay in the order Apply meets them.
+  std::stable_sort(dedup_plan_.begin(), dedup_plan_.end(),
+                   [](const PlannedDedup& a, const PlannedDedup& b) { return a.key < b.key; });
+  std::vector<rocksdb::Slice> keys;  // each key once
+  std::vector<size_t> firsts;        // where each key's publishes begin in dedup_plan_
+  for (size_t i = 0; i < dedup_plan_.size(); ++i) {
+    if (i == 0 || dedup_plan_[i].key != dedup_plan_[i - 1].key) {
+      keys.emplace_back(dedup_plan_[i].key);
+      firsts.push_back(i);
+    }
+  }
+  firsts.push_back(dedup_plan_.size());
   std::vector<rocksdb::PinnableSlice> values(keys.size());
   std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), dedup_, keys.size(), slices.data(), values.data(),
+  db_->MultiGet(rocksdb::ReadOptions(), dedup_, keys.size(), keys.data(), values.data(),
                 statuses.data(), /*sorted_input=*/true);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].ok()) {
-      dedup_before_.emplace(std::move(keys[i]), DecodeDedupValue(values[i].ToStringView()));
-    } else if (statuses[i].IsNotFound()) {
-      dedup_before_.emplace(std::move(keys[i]), std::nullopt);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (!statuses[k].ok() && !statuses[k].IsNotFound()) continue;  // ApplyDedup reads it again
+    std::optional<DedupValue> record;
+    if (statuses[k].ok()) record = DecodeDedupValue(values[k].ToStringView());
+    uint64_t recorded = 0;  // the message of this group that recorded the key
+    for (size_t i = firsts[k]; i < firsts[k + 1]; ++i) {
+      const StoreBatch::PutDedup& op = *dedup_plan_[i].op;
+      uint64_t holder = recorded;
+      if (holder == 0 && record && record->expires_at_ms > op.now_ms) holder = record->message_id;
+      // Held by this very message: not a duplicate of itself.
+      op.outcome->duplicate_of = holder != op.message_id ? holder : 0;
+      op.outcome->decided = true;
+      if (op.outcome->duplicate_of == 0) recorded = op.message_id;
     }
   }
 }
@@ -48,32 +67,32 @@ Status RocksDbStore::ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBa
   if (!op.outcome || op.key.empty() || op.key.size() > kMaxDedupKeyBytes) {
     return Status(StatusCode::kInternal, "malformed deduplication record");
   }
-  std::string key = DedupKey(op.queue_id, op.key);
-  uint64_t holder = 0;
-  if (auto it = group_dedup_.find(key); it != group_dedup_.end()) {
-    holder = it->second;  // recorded earlier in this group, not yet readable
-  } else if (auto before = dedup_before_.find(key); before != dedup_before_.end()) {
-    const std::optional<DedupValue>& record = before->second;
-    if (record && record->expires_at_ms > op.now_ms) holder = record->message_id;
-  } else {
-    std::string value;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), dedup_, key, &value);
-    if (s.ok()) {
-      auto record = DecodeDedupValue(value);
-      if (record && record->expires_at_ms > op.now_ms) holder = record->message_id;
-    } else if (!s.IsNotFound()) {
-      return FromRocksDb(s, "cannot read a deduplication record");
+  if (!op.outcome->decided) {
+    // Its read failed in PrefetchDedup: read it alone, and mind what this group recorded.
+    std::string key = DedupKey(op.queue_id, op.key);
+    uint64_t holder = 0;
+    if (auto it = group_dedup_.find(key); it != group_dedup_.end()) {
+      holder = it->second;
+    } else {
+      std::string value;
+      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), dedup_, key, &value);
+      if (s.ok()) {
+        auto record = DecodeDedupValue(value);
+        if (record && record->expires_at_ms > op.now_ms) holder = record->message_id;
+      } else if (!s.IsNotFound()) {
+        return FromRocksDb(s, "cannot read a deduplication record");
+      }
     }
+    op.outcome->duplicate_of = holder != op.message_id ? holder : 0;
+    op.outcome->decided = true;
+    if (op.outcome->duplicate_of == 0) group_dedup_[std::move(key)] = op.message_id;
   }
-  // Held by this very message: not a duplicate of itself.
-  if (holder != 0 && holder != op.message_id) {
-    op.outcome->duplicate_of = holder;
+  if (op.outcome->duplicate_of != 0) {
     duplicates_.insert({op.queue_id, op.message_id});
     return Status::Ok();
   }
-  op.outcome->duplicate_of = 0;
-  wb->Put(dedup_, key, EncodeDedupValue({op.message_id, op.expires_at_ms}));
-  group_dedup_[std::move(key)] = op.message_id;
+  wb->Put(dedup_, DedupKey(op.queue_id, op.key),
+          EncodeDedupValue({op.message_id, op.expires_at_ms}));
   return Status::Ok();
 }
 
