@@ -442,10 +442,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
       if (dedup_keys.empty()) dedup_keys.resize(targets.size());
       std::optional<std::string>& key = policy.dedup_by_body ? by_body : by_header;
-      if (!key && !policy.dedup_by_body && !deduplication_id.empty()) {
-        key = std::string(deduplication_id);  // the publish's own id wins over the header
-      } else if (!key) {
-        WHARF_ASSIGN_OR_RETURN(std::string made, DedupKeyOf(message, policy.dedup_by_body));
+      if (!key) {
+        WHARF_ASSIGN_OR_RETURN(std::string made,
+                               DedupKeyOf(message, policy.dedup_by_body, deduplication_id));
         key = std::move(made);
       }
       dedup_keys[i] = *key;

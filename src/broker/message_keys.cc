@@ -36,7 +36,7 @@ Result<std::string> HeaderKeyOf(const Message& message, std::string_view header,
 
 }  // namespace
 
-Result<std::string> DedupKeyOf(const Message& message, bool by_body) {
+Result<std::string> DedupKeyOf(const Message& message, bool by_body, std::string_view publish_id) {
   if (by_body) {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
@@ -46,6 +46,7 @@ Result<std::string> DedupKeyOf(const Message& message, bool by_body) {
     }
     return std::string(reinterpret_cast<const char*>(digest), size);
   }
+  if (!publish_id.empty()) return std::string(publish_id);  // wins over the header
   return HeaderKeyOf(message, kDedupHeader, store::kMaxDedupKeyBytes);
 }
 

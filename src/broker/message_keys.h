@@ -20,9 +20,11 @@
 namespace wharf::broker {
 
 // The deduplication key, or "" when the message carries none (no header: the queue takes it
-// unchecked). The header may be a string, bytes or an integer (its decimal text), of 1 to
-// store::kMaxDedupKeyBytes bytes; anything else is INVALID_ARGUMENT.
-Result<std::string> DedupKeyOf(const Message& message, bool by_body);
+// unchecked): the body's SHA-256 `by_body`; else the publish's own `publish_id` when set
+// (CheckDedupId'd), else the header. The header may be a string, bytes or an integer (its
+// decimal text), of 1 to store::kMaxDedupKeyBytes bytes; anything else is INVALID_ARGUMENT.
+Result<std::string> DedupKeyOf(const Message& message, bool by_body,
+                               std::string_view publish_id = {});
 // A publish's own deduplication id (native Publish.deduplication_id), which a queue checks
 // instead of the header: "" (none) or 1 to store::kMaxDedupKeyBytes bytes of anything, else
 // INVALID_ARGUMENT. Checked on every publish that sets one, window or not.
