@@ -31,3 +31,10 @@ start() {
   pid=$!
   while [ ! -s "$work/ready" ]; do sleep 0.01; done
 }
+# restart [WHARFD_FLAGS...]: the wharfd started here killed (if any), and a new one started
+# on an empty $work/data.
+restart() {
+  { [ -n "$pid" ] && kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
+  rm -rf "$work/data"
+  start "$work/data" "$@"
+}

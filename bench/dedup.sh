@@ -14,8 +14,8 @@
 #   make build && bench/dedup.sh [seconds S] [rounds R] [keys K]
 #   default: seconds 15 rounds 3 keys 10000000
 #
-# One wharfd on 127.0.0.1:5684 with a throw-away data directory. Bounded: every wharf-perf run
-# has --duration or --count. Needs about 60 bytes of disk per key.
+# wharfd on 127.0.0.1:5684, one per run, with a throw-away data directory. Bounded: every
+# wharf-perf run has --duration or --count. Needs about 60 bytes of disk per key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -25,14 +25,6 @@ while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=dedup
 source bench/common.sh
 
-# restart: wharfd again on an empty data directory.
-restart() {
-  { kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
-  rm -rf "$work/data"
-  start "$work/data"
-}
-
-start "$work/data"
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
 echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }

@@ -27,13 +27,6 @@ while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=priority
 source bench/common.sh
 
-# restart: wharfd again on an empty data directory.
-restart() {
-  { kill -9 "$pid" && wait "$pid"; } 2>/dev/null || true
-  rm -rf "$work/data"
-  start "$work/data" --amqp-listen 127.0.0.1:$amqp_port
-}
-
 start "$work/data" --amqp-listen 127.0.0.1:$amqp_port
 
 echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
@@ -47,7 +40,7 @@ for round in $(seq "${want[rounds]}"); do
         flags+=(--consumers 1 --prefetch 1000 --ack-every 100)
       else
         flags+=(--consumers 0)
-        restart
+        restart --amqp-listen 127.0.0.1:$amqp_port
       fi
       [ "$levels" = 10 ] && flags+=(--max-priority 9)
       out=$(perf_json "${flags[@]}")
@@ -57,7 +50,7 @@ for round in $(seq "${want[rounds]}"); do
 done
 
 echo "urgent: one priority-9 message behind ${want[backlog]} of priority 0"
-restart
+restart --amqp-listen 127.0.0.1:$amqp_port
 began=$(now_ms)
 perf_json --persistent --confirm 1000 --producers 1 --consumers 0 --count "${want[backlog]}" \
   --max-priority 9 --priority 0 --queue urgent >/dev/null
