@@ -428,28 +428,26 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       break;
     }
   }
-  // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key each such queue checks;
-  // "" where there is none to check. The store decides, in the commit, whether they take it.
-  // Sized only when a target has a window: no allocation on the common publish path.
-  // Each kind of key (the publisher's id, body hash) is made at most once, however many queues
-  // check it.
-  std::vector<std::string> dedup_keys;
-  size_t deduplicated = 0;
-  if (store_) {
-    std::optional<std::string> by_header, by_body;
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const QueuePolicy& policy = targets[i]->policy();
-      if (policy.dedup_window_ms == 0 || targets[i]->store_id() == 0) continue;
-      if (dedup_keys.empty()) dedup_keys.resize(targets.size());
-      std::optional<std::string>& key = policy.dedup_by_body ? by_body : by_header;
-      if (!key) {
-        WHARF_ASSIGN_OR_RETURN(std::string made,
-                               DedupKeyOf(message, policy.dedup_by_body, deduplication_id));
-        key = std::move(made);
-      }
-      dedup_keys[i] = *key;
-      if (!dedup_keys[i].empty()) ++deduplicated;
+  // Deduplication windows (docs/lifecycle.md, "Deduplication"): the key of each kind (the
+  // publisher's id, a hash of the body), made at most once however many queues check it, and
+  // how many of the targets check one. The store decides, in the commit, whether they take it.
+  // Nothing is allocated for a publish that reaches no window.
+  std::optional<std::string> by_id, by_body;
+  // Where the key `queue` checks is kept, or null: the queue has no window.
+  auto dedup_slot = [&](const Queue& queue) -> std::optional<std::string>* {
+    const QueuePolicy& policy = queue.policy();
+    if (!store_ || policy.dedup_window_ms == 0 || queue.store_id() == 0) return nullptr;
+    return policy.dedup_by_body ? &by_body : &by_id;
+  };
+  size_t deduplicated = 0;  // targets that check a key ("": a publish without an id, unchecked)
+  for (Queue* target : targets) {
+    std::optional<std::string>* key = dedup_slot(*target);
+    if (!key) continue;
+    if (!*key) {
+      WHARF_ASSIGN_OR_RETURN(*key,
+                             DedupKeyOf(message, target->policy().dedup_by_body, deduplication_id));
     }
+    if (!(*key)->empty()) ++deduplicated;
   }
   // Which targets store it: durable queues take persistent messages, and a queue that pages
   // to disk takes every message there.
@@ -484,18 +482,21 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   if (references > 1 && !inline_entry) {
     Persist(store::StoreBatch::PutMessage{envelope, references});
   }
-  std::vector<std::shared_ptr<store::DedupOutcome>> outcomes;
+  // This publish's outcomes in the batch (consecutive): a duplicate in any sets its confirm's
+  // duplicate_of.
+  uint32_t outcomes_first = 0, outcomes_count = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
     Queue* queue = targets[i];
     auto it = queues_.find(queue->key());
-    std::shared_ptr<store::DedupOutcome> dedup;
-    if (!dedup_keys.empty() && !dedup_keys[i].empty()) {
-      // Ahead of the entry it may keep from being written.
-      dedup = std::make_shared<store::DedupOutcome>();
-      outcomes.push_back(dedup);
-      Persist(store::StoreBatch::PutDedup{
-          queue->store_id(), std::move(dedup_keys[i]), envelope->message.id,
-          now_ms + static_cast<int64_t>(queue->policy().dedup_window_ms), now_ms, dedup});
+    std::optional<uint32_t> dedup;  // the outcome the queue's taking it waits for
+    std::optional<std::string>* key = deduplicated > 0 ? dedup_slot(*queue) : nullptr;
+    if (key && !(*key)->empty()) {
+      // Ahead of the entry it may keep from being written. The only queue with a key: the key
+      // itself goes into the store.
+      dedup = PersistDedup(store::StoreBatch::PutDedup{
+          queue->store_id(), deduplicated == 1 ? std::move(**key) : **key, envelope->message.id,
+          now_ms + static_cast<int64_t>(queue->policy().dedup_window_ms), now_ms});
+      if (dedup && outcomes_count++ == 0) outcomes_first = *dedup;
     }
     if (due_ms != 0) {
       // Routed now, visible when due (docs/scheduler.md).
@@ -508,8 +509,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       }
       DelayedMessage delayed{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}, 0, nullptr};
       if (dedup) {
-        dedup_resolutions_.push_back(DedupResolution{it != queues_.end() ? it->second : nullptr, 0,
-                                                     dedup, std::pair{key, std::move(delayed)}});
+        dedup_resolutions_.push_back(
+            DedupResolution{ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup, 0,
+                            std::pair{key, std::move(delayed)}});
         continue;
       }
       queue->delayed().Add(key, std::move(delayed));
@@ -519,8 +521,8 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     uint64_t seq = dedup ? queue->EnqueueHeld(envelope, modes[i] != kRam, flags, modes[i] == kPage)
                          : queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
     if (dedup) {
-      dedup_resolutions_.push_back(
-          DedupResolution{it != queues_.end() ? it->second : nullptr, seq, dedup});
+      dedup_resolutions_.push_back(DedupResolution{
+          ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup, seq});
     }
     if (timing.expire_undelivered) queue->expire_unless_delivered().push_back(seq);
     if (modes[i] != kRam) {
@@ -574,12 +576,12 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
   outcome.result.message_id = envelope->message.id;
   outcome.result.routed_queues = static_cast<uint32_t>(targets.size() + expire_now.size());
   outcome.envelope = std::move(envelope);
-  if ((persistent && references > 0) || !outcomes.empty()) {
+  if ((persistent && references > 0) || outcomes_count > 0) {
     // Confirmed when the batch holding it is synced; one sync serves every publish in it. A
     // deduplication key is durable before its publish is confirmed, as a message is.
     if (request_id != 0) {
       pending_confirms_.push_back(PendingConfirm{session_id, request_id, outcome.result,
-                                                 clock_->Now(), std::move(outcomes)});
+                                                 clock_->Now(), outcomes_first, outcomes_count});
       batch_sync_ = true;
       outcome.deferred = true;
     }

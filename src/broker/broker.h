@@ -629,22 +629,29 @@ class Broker {
     uint64_t request_id;
     PublishResult result;
     SteadyTime at;  // when it was published (confirm latency)
-    // The store's answers for the deduplication windows it reached: a duplicate in any one
-    // sets result.duplicate_of.
-    std::vector<std::shared_ptr<store::DedupOutcome>> dedup = {};
+    // The store's answers for the deduplication windows it reached, [first, first + count)
+    // of the batch's outcomes: a duplicate in any one sets result.duplicate_of.
+    uint32_t dedup_first = 0;
+    uint32_t dedup_count = 0;
   };
   // A publish into a queue with a deduplication window, held until the commit holding its
   // PutDedup says whether the queue takes it (docs/lifecycle.md, "Deduplication").
   struct DedupResolution {
-    std::weak_ptr<Queue> queue;
-    uint64_t seq = 0;  // the held message (Queue::EnqueueHeld); unused when delayed
-    std::shared_ptr<store::DedupOutcome> outcome;
+    uint32_t queue = 0;    // in the batch's resolution queues (ResolutionQueue)
+    uint32_t outcome = 0;  // in the batch's outcomes
+    uint64_t seq = 0;      // the held message (Queue::EnqueueHeld); unused when delayed
     // A delayed publish: put on the timeline once accepted.
     std::optional<std::pair<DelayKey, DelayedMessage>> delayed = std::nullopt;
   };
+  // Adds a PutDedup to the batch: where its outcome will be, or nothing (no store).
+  std::optional<uint32_t> PersistDedup(store::StoreBatch::PutDedup op);
+  // `queue`'s place in dedup_queues_: a run of resolutions for one queue shares one entry.
+  uint32_t ResolutionQueue(const std::shared_ptr<Queue>& queue);
   // Makes held publishes ready, or drops them (duplicates, or a failed commit). Runs before
   // the commit's confirms go out.
-  void ResolveDedup(std::vector<DedupResolution> resolutions, const Status& status);
+  void ResolveDedup(std::vector<DedupResolution>& resolutions,
+                    const std::vector<std::weak_ptr<Queue>>& queues,
+                    const store::DedupOutcomes* outcomes, const Status& status);
   template <typename Op>
   void Persist(Op op) {
     if (store_ && !replaying_) batch_.Add(std::move(op));
@@ -655,7 +662,8 @@ class Broker {
   void CommitPending(bool probe = false);
   // kStoreUnavailable/kStoreFull while the store is failing and the message would be stored.
   Status CheckStore(const std::vector<Queue*>& targets, bool persistent) const;
-  void OnCommitted(std::vector<PendingConfirm> confirms, const Status& status);
+  void OnCommitted(std::vector<PendingConfirm> confirms, const store::DedupOutcomes* outcomes,
+                   const Status& status);
   void RequestLoad(const std::shared_ptr<Queue>& queue);
   void OnCounted(uint64_t queue_id, store::CountKind kind, uint64_t count, uint8_t lane);
   // The live queue with this id in the store (recovery and store reports), or null.
@@ -711,6 +719,7 @@ class Broker {
   bool batch_sync_ = false;  // someone waits for batch_ to be durable
   std::vector<PendingConfirm> pending_confirms_;
   std::vector<DedupResolution> dedup_resolutions_;  // of the batch being built
+  std::vector<std::weak_ptr<Queue>> dedup_queues_;  // the queues they are for
   uint64_t next_queue_id_ = 1;
   bool replaying_ = false;  // Recover() is rebuilding what the store already holds
   uint64_t commits_in_flight_ = 0;

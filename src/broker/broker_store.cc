@@ -246,32 +246,60 @@ void Broker::CommitPending(bool probe) {
     return;
   }
   ++commits_in_flight_;
+  // Read before the batch is moved into the call (argument order is unspecified).
+  std::shared_ptr<store::DedupOutcomes> outcomes = batch_.dedup_outcomes();
   store_->Commit(
       std::move(batch_), batch_sync_ || probe,
       [this, confirms = std::move(pending_confirms_), resolutions = std::move(dedup_resolutions_),
+       queues = std::move(dedup_queues_), outcomes = std::move(outcomes),
        after = std::move(after_commit_)](Status status) mutable {
-        if (!resolutions.empty()) ResolveDedup(std::move(resolutions), status);
-        OnCommitted(std::move(confirms), status);
+        if (!resolutions.empty()) ResolveDedup(resolutions, queues, outcomes.get(), status);
+        OnCommitted(std::move(confirms), outcomes.get(), status);
         for (auto& fn : after) fn(status);
       });
   batch_ = store::StoreBatch();
   batch_sync_ = false;
   pending_confirms_.clear();
   dedup_resolutions_.clear();
+  dedup_queues_.clear();
   after_commit_.clear();
 }
 
-void Broker::ResolveDedup(std::vector<DedupResolution> resolutions, const Status& status) {
+std::optional<uint32_t> Broker::PersistDedup(store::StoreBatch::PutDedup op) {
+  if (!store_ || replaying_) return std::nullopt;
+  return batch_.AddDedup(std::move(op));
+}
+
+uint32_t Broker::ResolutionQueue(const std::shared_ptr<Queue>& queue) {
+  // Same control block as the last one: the same queue (a deleted queue's block outlives it
+  // while a weak_ptr to it is here, so a new queue never shares it).
+  if (dedup_queues_.empty() || dedup_queues_.back().owner_before(queue) ||
+      queue.owner_before(dedup_queues_.back())) {
+    dedup_queues_.push_back(queue);
+  }
+  return static_cast<uint32_t>(dedup_queues_.size() - 1);
+}
+
+void Broker::ResolveDedup(std::vector<DedupResolution>& resolutions,
+                          const std::vector<std::weak_ptr<Queue>>& queues,
+                          const store::DedupOutcomes* outcomes, const Status& status) {
   thread_checker_.Check();
+  std::shared_ptr<Queue> queue;
+  size_t locked = queues.size();  // which of `queues` `queue` is
   for (DedupResolution& r : resolutions) {
-    std::shared_ptr<Queue> queue = r.queue.lock();
+    if (r.queue != locked) {
+      queue = r.queue < queues.size() ? queues[r.queue].lock() : nullptr;
+      locked = r.queue;
+    }
     if (!queue || queue->deleted) continue;
     // A failed commit wrote neither the key nor the message: the publisher got the error.
-    const bool keep = status.ok() && r.outcome->duplicate_of == 0;
+    const uint64_t duplicate_of =
+        outcomes && r.outcome < outcomes->size() ? (*outcomes)[r.outcome].duplicate_of : 0;
+    const bool keep = status.ok() && duplicate_of == 0;
     if (status.ok() && !keep) {
       ++queue->duplicates_total;
       spdlog::debug("queue={} dropped a duplicate publish of message {}", LogSafe(queue->name()),
-                    r.outcome->duplicate_of);
+                    duplicate_of);
     }
     if (r.delayed) {
       if (keep) {
@@ -284,7 +312,8 @@ void Broker::ResolveDedup(std::vector<DedupResolution> resolutions, const Status
   }
 }
 
-void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& status) {
+void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const store::DedupOutcomes* outcomes,
+                         const Status& status) {
   thread_checker_.Check();
   --commits_in_flight_;
   if (status.ok()) {
@@ -307,9 +336,10 @@ void Broker::OnCommitted(std::vector<PendingConfirm> confirms, const Status& sta
     SessionState* session = FindSession(confirm.session_id);
     if (!session) continue;  // the publisher left; it never saw a confirm, so it may resend
     PublishResult result = confirm.result;
-    for (const auto& dedup : confirm.dedup) {
-      if (dedup->duplicate_of != 0) {
-        result.duplicate_of = dedup->duplicate_of;
+    for (uint32_t i = 0; outcomes && i < confirm.dedup_count; ++i) {
+      const size_t at = size_t{confirm.dedup_first} + i;
+      if (at < outcomes->size() && (*outcomes)[at].duplicate_of != 0) {
+        result.duplicate_of = (*outcomes)[at].duplicate_of;
         break;
       }
     }

@@ -145,9 +145,14 @@ std::string DedupKey(uint64_t queue_id, std::string_view key) {
 
 std::string EncodeDedupValue(const DedupValue& value) {
   std::string out;
-  AppendLittleEndian64(&out, value.message_id);
-  AppendLittleEndian64(&out, static_cast<uint64_t>(value.expires_at_ms));
+  EncodeDedupValue(value, &out);
   return out;
+}
+
+void EncodeDedupValue(const DedupValue& value, std::string* out) {
+  out->clear();
+  AppendLittleEndian64(out, value.message_id);
+  AppendLittleEndian64(out, static_cast<uint64_t>(value.expires_at_ms));
 }
 
 std::optional<DedupValue> DecodeDedupValue(std::string_view value) {

@@ -203,6 +203,8 @@ struct DedupValue {
   int64_t expires_at_ms = 0;  // Unix ms; the key is forgotten from then on
 };
 std::string EncodeDedupValue(const DedupValue& value);
+// The same into *out, which it replaces (the writer reuses one string).
+void EncodeDedupValue(const DedupValue& value, std::string* out);
 std::optional<DedupValue> DecodeDedupValue(std::string_view value);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -119,9 +120,15 @@ inline constexpr size_t kMaxDedupKeyBytes = 128;
 // What the writer found for a StoreBatch::PutDedup.
 struct DedupOutcome {
   uint64_t duplicate_of = 0;  // 0: the key was recorded; else the message that holds it
-  // The writer's own: set once its group's lookup decided duplicate_of (writer thread only).
+  // The writer's own (writer thread only): set once its group's lookup decided duplicate_of,
+  // and where the op's key is in the group's plan.
   bool decided = false;
+  uint32_t plan = 0;
 };
+// The outcomes of one batch's PutDedups, in the order they were added. The batch and whoever
+// waits for its commit share them: the writer fills them in, the commit's callback reads them.
+// One allocation per batch, none per publish.
+using DedupOutcomes = std::vector<DedupOutcome>;
 
 // A group of changes applied atomically and in order.
 class StoreBatch {
@@ -230,10 +237,11 @@ class StoreBatch {
   };
   // A publish into a queue with a deduplication window (docs/storage.md, "Deduplication"):
   // records `key` for the queue, unless a record of it that has not expired is there already
-  // (or an earlier PutDedup of the same write group recorded it). Then it is a duplicate:
-  // `outcome->duplicate_of` says which message holds the key, and the PutEntry and PutDelayed
+  // (or an earlier PutDedup of the same write group recorded it). Then it is a duplicate: its
+  // outcome's `duplicate_of` says which message holds the key, and the PutEntry and PutDelayed
   // ops that follow in the same batch for this message in this queue are not written. Either
-  // way `outcome` is filled in before the commit's callback runs. The message's entries in such
+  // way the outcome is filled in before the commit's callback runs. Added with AddDedup, which
+  // says where the outcome is in dedup_outcomes(). The message's entries in such
   // a queue must be inline (never kEntryShared), so a skipped one leaves no reference behind.
   // RemoveQueue removes the queue's records.
   struct PutDedup {
@@ -244,7 +252,7 @@ class StoreBatch {
     // The publisher's time (Unix ms, the broker's clock): a record that expired by then counts
     // as absent. Compaction drops expired records by the system clock (dedup_expiry.h).
     int64_t now_ms = 0;
-    std::shared_ptr<DedupOutcome> outcome;
+    uint32_t outcome = 0;  // its index in the batch's dedup_outcomes() (AddDedup sets it)
   };
   using Op =
       std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange, RemoveExchange,
@@ -254,14 +262,27 @@ class StoreBatch {
 
   template <typename T>
   void Add(T op) {
+    static_assert(!std::is_same_v<T, PutDedup>, "a PutDedup is added with AddDedup");
     ops_.emplace_back(std::move(op));
+  }
+  // Adds a PutDedup; its outcome will be (*dedup_outcomes())[the index returned].
+  uint32_t AddDedup(PutDedup op) {
+    if (!dedup_outcomes_) dedup_outcomes_ = std::make_shared<DedupOutcomes>();
+    const auto index = static_cast<uint32_t>(dedup_outcomes_->size());
+    dedup_outcomes_->emplace_back();
+    op.outcome = index;
+    ops_.emplace_back(std::move(op));
+    return index;
   }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   const std::vector<Op>& ops() const { return ops_; }
+  // Null while the batch has no PutDedup.
+  const std::shared_ptr<DedupOutcomes>& dedup_outcomes() const { return dedup_outcomes_; }
 
  private:
   std::vector<Op> ops_;
+  std::shared_ptr<DedupOutcomes> dedup_outcomes_;
 };
 
 // One lane of a queue as found on disk at start-up (see kLaneShift). Recovery does not walk a

@@ -604,7 +604,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
           } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
             wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
           } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {
-            status = ApplyDedup(o, wb);
+            status = ApplyDedup(batch, o, wb);
           } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
             if (!duplicates_.empty() &&
                 duplicates_.contains({o.entry.queue_id, o.entry.message_id})) {

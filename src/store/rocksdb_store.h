@@ -294,20 +294,24 @@ class RocksDbStore final : public MessageStore {
   // The (queue id, message id) pairs of the batch being applied whose PutDedup found a
   // duplicate, so their entries are not written.
   std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> duplicates_;
-  // The group's PutDedup ops with their keys (DedupKey), sorted by key and, within a key, in
-  // the order Apply meets them: PrefetchDedup decides them all with one MultiGet, before the
-  // group is applied. Cleared with references_.
+  // The group's PutDedup ops with their keys (DedupKey, made once: the record is written
+  // under the same string), sorted by key and, within a key, in the order Apply meets them:
+  // PrefetchDedup decides them all with one MultiGet, before the group is applied; each op's
+  // outcome says where it is here (DedupOutcome::plan). Cleared with references_.
   struct PlannedDedup {
     std::string key;
     const StoreBatch::PutDedup* op = nullptr;
+    DedupOutcome* outcome = nullptr;
   };
   std::vector<PlannedDedup> dedup_plan_;
   void PrefetchDedup(const std::deque<Request>& group);
   // Keys whose read failed in PrefetchDedup are read again, one Get each, by ApplyDedup; those
   // it recorded in this group (DedupKey -> message id). Cleared with references_.
   std::unordered_map<std::string, uint64_t> group_dedup_;
-  // Applies a PutDedup (message_store.h): records the key or fills in the duplicate.
-  Status ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb);
+  std::string dedup_value_;  // the record being written (reused)
+  // Applies a PutDedup of `batch` (message_store.h): records the key or notes the duplicate.
+  Status ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,
+                    rocksdb::WriteBatch* wb);
   Status error_;  // sticky write error (writer thread)
   // Exchanges, queues, bindings, users and vhosts whose put was in a group that failed to write:
   // the broker keeps them in memory (the client got the error), so they are written again ahead of

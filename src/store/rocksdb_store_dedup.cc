@@ -20,12 +20,15 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
   dedup_plan_.clear();
   for (const Request& request : group) {
     const auto* commit = std::get_if<CommitRequest>(&request);
-    if (!commit) continue;
+    if (!commit || !commit->batch.dedup_outcomes()) continue;
+    DedupOutcomes& outcomes = *commit->batch.dedup_outcomes();
     for (const StoreBatch::Op& op : commit->batch.ops()) {
       const auto* put = std::get_if<StoreBatch::PutDedup>(&op);
-      if (put && put->outcome && !put->key.empty() && put->key.size() <= kMaxDedupKeyBytes) {
-        put->outcome->decided = false;
-        dedup_plan_.push_back({DedupKey(put->queue_id, put->key), put});
+      if (put && put->outcome < outcomes.size() && !put->key.empty() &&
+          put->key.size() <= kMaxDedupKeyBytes) {
+        DedupOutcome& outcome = outcomes[put->outcome];
+        outcome.decided = false;
+        dedup_plan_.push_back({DedupKey(put->queue_id, put->key), put, &outcome});
       }
     }
   }
@@ -33,6 +36,9 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
   // By key; stable, so that the publishes of one key stay in the order Apply meets them.
   std::stable_sort(dedup_plan_.begin(), dedup_plan_.end(),
                    [](const PlannedDedup& a, const PlannedDedup& b) { return a.key < b.key; });
+  for (size_t i = 0; i < dedup_plan_.size(); ++i) {
+    dedup_plan_[i].outcome->plan = static_cast<uint32_t>(i);
+  }
   std::vector<rocksdb::Slice> keys;  // each key once
   std::vector<size_t> firsts;        // where each key's publishes begin in dedup_plan_
   for (size_t i = 0; i < dedup_plan_.size(); ++i) {
@@ -53,29 +59,34 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
     uint64_t recorded = 0;  // the message of this group that recorded the key
     for (size_t i = firsts[k]; i < firsts[k + 1]; ++i) {
       const StoreBatch::PutDedup& op = *dedup_plan_[i].op;
+      DedupOutcome& outcome = *dedup_plan_[i].outcome;
       uint64_t holder = recorded;
       if (holder == 0 && record && record->expires_at_ms > op.now_ms) holder = record->message_id;
       // Held by this very message: not a duplicate of itself.
-      op.outcome->duplicate_of = holder != op.message_id ? holder : 0;
-      op.outcome->decided = true;
-      if (op.outcome->duplicate_of == 0) recorded = op.message_id;
+      outcome.duplicate_of = holder != op.message_id ? holder : 0;
+      outcome.decided = true;
+      if (outcome.duplicate_of == 0) recorded = op.message_id;
     }
   }
 }
 
-Status RocksDbStore::ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb) {
-  if (!op.outcome || op.key.empty() || op.key.size() > kMaxDedupKeyBytes) {
+Status RocksDbStore::ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,
+                                rocksdb::WriteBatch* wb) {
+  if (!batch.dedup_outcomes() || op.outcome >= batch.dedup_outcomes()->size() || op.key.empty() ||
+      op.key.size() > kMaxDedupKeyBytes) {
     return Status(StatusCode::kInternal, "malformed deduplication record");
   }
-  if (!op.outcome->decided) {
+  DedupOutcome& outcome = (*batch.dedup_outcomes())[op.outcome];
+  std::string unplanned;  // the key of one PrefetchDedup could not read
+  if (!outcome.decided) {
     // Its read failed in PrefetchDedup: read it alone, and mind what this group recorded.
-    std::string key = DedupKey(op.queue_id, op.key);
+    unplanned = DedupKey(op.queue_id, op.key);
     uint64_t holder = 0;
-    if (auto it = group_dedup_.find(key); it != group_dedup_.end()) {
+    if (auto it = group_dedup_.find(unplanned); it != group_dedup_.end()) {
       holder = it->second;
     } else {
       std::string value;
-      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), dedup_, key, &value);
+      rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), dedup_, unplanned, &value);
       if (s.ok()) {
         auto record = DecodeDedupValue(value);
         if (record && record->expires_at_ms > op.now_ms) holder = record->message_id;
@@ -83,16 +94,17 @@ Status RocksDbStore::ApplyDedup(const StoreBatch::PutDedup& op, rocksdb::WriteBa
         return FromRocksDb(s, "cannot read a deduplication record");
       }
     }
-    op.outcome->duplicate_of = holder != op.message_id ? holder : 0;
-    op.outcome->decided = true;
-    if (op.outcome->duplicate_of == 0) group_dedup_[std::move(key)] = op.message_id;
+    outcome.duplicate_of = holder != op.message_id ? holder : 0;
+    outcome.decided = true;
+    if (outcome.duplicate_of == 0) group_dedup_[unplanned] = op.message_id;
   }
-  if (op.outcome->duplicate_of != 0) {
+  if (outcome.duplicate_of != 0) {
     duplicates_.insert({op.queue_id, op.message_id});
     return Status::Ok();
   }
-  wb->Put(dedup_, DedupKey(op.queue_id, op.key),
-          EncodeDedupValue({op.message_id, op.expires_at_ms}));
+  EncodeDedupValue({op.message_id, op.expires_at_ms}, &dedup_value_);
+  const std::string& key = unplanned.empty() ? dedup_plan_[outcome.plan].key : unplanned;
+  wb->Put(dedup_, key, dedup_value_);
   return Status::Ok();
 }
 

@@ -47,13 +47,12 @@ class DedupStoreTest : public ::testing::Test {
   }
   // Adds a publish of message `id` with deduplication `key` into queue `queue` at `seq`: the
   // PutDedup, then the inline entry. Returns the outcome the writer fills in.
-  std::shared_ptr<DedupOutcome> AddPublish(StoreBatch* batch, uint64_t queue, uint64_t seq,
-                                           uint64_t id, const std::string& key,
-                                           int64_t expires_at_ms = 0) {
-    auto outcome = std::make_shared<DedupOutcome>();
-    outcome->duplicate_of = UINT64_MAX;  // must be filled in
+  testing::DedupOutcomeRef AddPublish(StoreBatch* batch, uint64_t queue, uint64_t seq, uint64_t id,
+                                      const std::string& key, int64_t expires_at_ms = 0) {
     if (expires_at_ms == 0) expires_at_ms = NowMs() + 3'600'000;
-    batch->Add(StoreBatch::PutDedup{queue, key, id, expires_at_ms, NowMs(), outcome});
+    auto outcome =
+        testing::AddDedup(batch, StoreBatch::PutDedup{queue, key, id, expires_at_ms, NowMs()});
+    outcome->duplicate_of = UINT64_MAX;  // must be filled in
     batch->Add(StoreBatch::PutEntry{
         EntryRef{queue, seq, id, 0, kEntryInline, PersistentEnvelope(id, "body " + key)}});
     return outcome;
@@ -159,7 +158,7 @@ TEST_F(DedupStoreTest, OneGroupFindsKeysInTablesInTheMemtableAndEarlierInItself)
   ASSERT_TRUE(Commit(std::move(recent)).ok());
 
   StoreBatch mixed;
-  std::vector<std::pair<std::shared_ptr<DedupOutcome>, uint64_t>> expect;  // outcome, holder
+  std::vector<std::pair<testing::DedupOutcomeRef, uint64_t>> expect;  // outcome, holder
   for (uint64_t i = 0; i < kNew; ++i) {
     expect.emplace_back(AddPublish(&mixed, kQueue, seq++, 30'000 + i, "new-" + std::to_string(i)),
                         0);
@@ -203,8 +202,8 @@ TEST_F(DedupStoreTest, ADuplicateDelayedPublishIsNotPutOnTheTimeline) {
   DeclareQueue(kQueue, "q");
   const int64_t due = NowMs() + 60'000;
   auto delayed = [&](StoreBatch* batch, uint64_t id) {
-    auto outcome = std::make_shared<DedupOutcome>();
-    batch->Add(StoreBatch::PutDedup{kQueue, "k", id, NowMs() + 3'600'000, NowMs(), outcome});
+    auto outcome = testing::AddDedup(
+        batch, StoreBatch::PutDedup{kQueue, "k", id, NowMs() + 3'600'000, NowMs()});
     batch->Add(StoreBatch::PutDelayed{
         EntryRef{kQueue, 0, id, 0, kEntryInline, PersistentEnvelope(id, "later")}, due});
     return outcome;

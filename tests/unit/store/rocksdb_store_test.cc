@@ -1423,19 +1423,18 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   testing::MakeOlderStore(dir_.path(), {"default", kColumnMessages, kColumnEntries, kColumnDelayed},
                           "6");
   Open();
-  auto outcome = std::make_shared<DedupOutcome>();
   StoreBatch batch;
   batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
-  batch.Add(StoreBatch::PutDedup{1, "k", 5, INT64_MAX, 0, outcome});
+  auto outcome = testing::AddDedup(&batch, StoreBatch::PutDedup{1, "k", 5, INT64_MAX, 0});
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   EXPECT_EQ(outcome->duplicate_of, 0u);
   store_.reset();
   EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
   Open();
   StoreBatch again;
-  again.Add(StoreBatch::PutDedup{1, "k", 6, INT64_MAX, 0, outcome});
+  auto repeated = testing::AddDedup(&again, StoreBatch::PutDedup{1, "k", 6, INT64_MAX, 0});
   ASSERT_TRUE(CommitSync(std::move(again)).ok());
-  EXPECT_EQ(outcome->duplicate_of, 5u);
+  EXPECT_EQ(repeated->duplicate_of, 5u);
 }
 
 TEST_F(RocksDbStoreTest, FormatTwelveIsRefusedAsNewer) {

@@ -88,6 +88,18 @@ inline Status CommitAndWait(MessageStore* store, Mailbox* mailbox, StoreBatch ba
 }
 
 // A persistent message `id` with `body`, published to the default exchange with key "q".
+// A PutDedup's outcome in its batch, read once the commit is done (the batch's outcomes
+// outlive the batch: the writer fills them in).
+struct DedupOutcomeRef {
+  std::shared_ptr<DedupOutcomes> outcomes;
+  uint32_t index = 0;
+  DedupOutcome* operator->() const { return &(*outcomes)[index]; }
+};
+inline DedupOutcomeRef AddDedup(StoreBatch* batch, StoreBatch::PutDedup op) {
+  uint32_t index = batch->AddDedup(std::move(op));
+  return DedupOutcomeRef{batch->dedup_outcomes(), index};
+}
+
 inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
   Envelope e;
   e.message.id = id;
