@@ -4,15 +4,17 @@
 #               S seconds) into a queue without a window ("off"), the same with every publish
 #               carrying its own deduplication_id ("keys": what the key costs), into one with a
 #               5-minute window and the keys ("on"), and the same with each key in the
-#               message's x-deduplication-header instead ("header"); alternated for R rounds.
+#               message's x-deduplication-header instead ("header"), and "on" with keys in no
+#               order, like UUIDs or hashes ("random"; run only when named in KINDS); the
+#               kinds in KINDS (default "off keys on header") alternated for R rounds.
 #               Each run on a wharfd of its own with an empty data directory, so that none
 #               pays for the flushes and compactions of the one before it. With wharfd's CPU
 #               time per message (user + system, from /proc).
 #   window      K keys published and consumed through one queue with a 7-day window (the queue
 #               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
 #
-#   make build && bench/dedup.sh [seconds S] [rounds R] [keys K]
-#   default: seconds 15 rounds 3 keys 10000000
+#   make build && bench/dedup.sh [seconds S] [rounds R] [keys K] [kinds "KIND ..."]
+#   default: seconds 15 rounds 3 keys 10000000 kinds "off keys on header"
 #
 # wharfd on 127.0.0.1:5684, one per run, with a throw-away data directory. Bounded: every
 # wharf-perf run has --duration or --count. Needs about 60 bytes of disk per key.
@@ -20,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 port=5684
-declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000)
+declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000 [kinds]="off keys on header")
 while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=dedup
 source bench/common.sh
@@ -29,12 +31,13 @@ echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
 echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for round in $(seq "${want[rounds]}"); do
-  for window in off keys on header; do
+  for window in ${want[kinds]}; do
     flags=(--persistent --confirm 1000 --producers 1 --consumers 0 --duration "${want[seconds]}"
            --delete --queue "dedup-$window-$round")
     [ "$window" = keys ] && flags+=(--dedup-keys)
     [ "$window" = on ] && flags+=(--dedup-window 300000)
     [ "$window" = header ] && flags+=(--dedup-window 300000 --dedup-header)
+    [ "$window" = random ] && flags+=(--dedup-window 300000 --dedup-random)
     restart
     before=$(cpu_ticks)
     out=$(perf_json "${flags[@]}")

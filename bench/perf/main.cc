@@ -133,6 +133,10 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
   app.add_flag("--dedup-header", o->dedup_header,
                "with --dedup-window or --dedup-keys: carry each key in the message's "
                "x-deduplication-header instead of the publish's deduplication_id");
+  app.add_flag("--dedup-random", o->dedup_random,
+               "with --dedup-window or --dedup-keys: keys in no order (16 hex digits of a "
+               "bijective hash of the sequence number, unique like UUIDs) instead of the "
+               "sequence number itself");
   app.add_option("--max-priority", o->max_priority,
                  "declare the queues with x-max-priority N and publish priorities 0..N in turn")
       ->check(Unsigned(1, 255));
@@ -175,6 +179,9 @@ int main(int argc, char** argv) {
   if (o.dedup_keys && o.driver == "amqp") return Usage("--dedup-keys needs the native driver");
   if (o.dedup_header && !o.dedup_keys && o.dedup_window_ms == 0) {
     return Usage("--dedup-header needs --dedup-window or --dedup-keys");
+  }
+  if (o.dedup_random && !o.dedup_keys && o.dedup_window_ms == 0) {
+    return Usage("--dedup-random needs --dedup-window or --dedup-keys");
   }
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
@@ -333,6 +340,7 @@ int main(int argc, char** argv) {
         {"dedup_window_ms", o.dedup_window_ms},
         {"dedup_keys", o.dedup_keys || o.dedup_window_ms > 0},
         {"dedup_header", o.dedup_header},
+        {"dedup_random", o.dedup_random},
         {"max_priority", o.max_priority},
         {"groups", o.groups},
         {"delay_ms", o.delay_ms},

@@ -111,7 +111,17 @@ class NativeDriver final : public Driver {
         std::string& to = o.dedup_header ? key : publish_options.deduplication_id;
         char digits[20];
         to.assign(key_prefix);
-        to.append(digits, std::to_chars(digits, digits + sizeof(digits), n).ptr);
+        if (o.dedup_random) {
+          // splitmix64's finalizer: a bijection, so the keys stay unique, in no order.
+          uint64_t z = n + 0x9e3779b97f4a7c15ull;
+          z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+          z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+          z ^= z >> 31;
+          char* end = std::to_chars(digits, digits + sizeof(digits), z, 16).ptr;
+          to.append(16 - static_cast<size_t>(end - digits), '0').append(digits, end);
+        } else {
+          to.append(digits, std::to_chars(digits, digits + sizeof(digits), n).ptr);
+        }
         if (o.dedup_header) message.headers["x-deduplication-header"] = key;
       }
       message.properties.priority = o.PriorityOf(n);

@@ -53,6 +53,8 @@ struct Options {
   bool dedup_keys = false;  // keys without a window (--dedup-keys)
   // The keys in each message's x-deduplication-header instead of Publish.deduplication_id.
   bool dedup_header = false;
+  // Keys in no order (like UUIDs or hashes) instead of rising sequence numbers.
+  bool dedup_random = false;
   // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
   // (one level after another); 0 = none.
   uint32_t max_priority = 0;
