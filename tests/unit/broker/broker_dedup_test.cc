@@ -84,6 +84,36 @@ TEST_F(BrokerDedupTest, OrderHoldsBehindPublishesTheStoreIsStillDeciding) {
   EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"1", "2", "3", "4"}));
 }
 
+// One commit holds publishes into two queues in turn, then into a queue deleted and declared
+// again under its name: each held publish is resolved in its own queue, none in another.
+TEST_F(BrokerDedupTest, HeldPublishesOfSeveralQueuesInOneCommitEachResolveInTheirOwn) {
+  DeclareDeduplicated("a");
+  DeclareDeduplicated("b");
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("a", "a1", "k1", 1).ok());
+  ASSERT_TRUE(PublishKeyed("b", "b1", "k1", 2).ok());
+  ASSERT_TRUE(PublishKeyed("a", "a2", "k2", 3).ok());
+  ASSERT_TRUE(PublishKeyed("a", "a1 again", "k1", 4).ok());
+  ASSERT_TRUE(PublishKeyed("b", "b2", "k2", 5).ok());
+  ASSERT_TRUE(PublishKeyed("q", "old q", "k1", 6).ok());
+  ASSERT_TRUE(broker_->DeleteQueue(kS1, "q", false, false).ok());
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("q", "new q", "k1", 7).ok());
+  ASSERT_TRUE(PublishKeyed("q", "new q again", "k1", 8).ok());
+  EXPECT_EQ(QueueMetricsOf("q").held, 2u);
+  Drain();
+  EXPECT_EQ(ConfirmOf(4).result.duplicate_of, ConfirmOf(1).result.message_id);
+  EXPECT_EQ(ConfirmOf(7).result.duplicate_of, 0u);  // the old queue's key went with it
+  EXPECT_EQ(ConfirmOf(8).result.duplicate_of, ConfirmOf(7).result.message_id);
+  for (uint64_t request : {1, 2, 3, 5}) EXPECT_EQ(ConfirmOf(request).result.duplicate_of, 0u);
+  EXPECT_EQ(Bodies(Take("a")), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"b1", "b2"}));
+  EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"new q"}));
+  EXPECT_EQ(QueueMetricsOf("q").held, 0u);
+  EXPECT_EQ(QueueMetricsOf("a").duplicates_total, 1u);
+  EXPECT_EQ(QueueMetricsOf("q").duplicates_total, 1u);
+}
+
 TEST_F(BrokerDedupTest, AKeyConfirmedBeforeACrashIsStillADuplicateAfterIt) {
   DeclareDeduplicated("q");
   auto first = PublishKeyed("q", "first", "k", 1);
