@@ -127,7 +127,7 @@ struct DedupOutcome {
 };
 // The outcomes of one batch's PutDedups, in the order they were added. The batch and whoever
 // waits for its commit share them: the writer fills them in, the commit's callback reads them.
-// One allocation per batch, none per publish.
+// One vector per batch, not an object per publish.
 using DedupOutcomes = std::vector<DedupOutcome>;
 
 // A group of changes applied atomically and in order.
