@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/utilities/options_util.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1435,6 +1436,65 @@ TEST_F(RocksDbStoreTest, FormatSixWithoutDedupFamilyIsUpgraded) {
   auto repeated = testing::AddDedup(&again, StoreBatch::PutDedup{1, "k", 6, INT64_MAX, 0});
   ASSERT_TRUE(CommitSync(std::move(again)).ok());
   EXPECT_EQ(repeated->duplicate_of, 5u);
+}
+
+// The dedup family used leveled compaction before it used universal. A store whose records
+// the leveled way left in the bottom level and in level 0 opens as it is, finds them all, and
+// its family is universal from then on (RocksDB's OPTIONS file says so).
+TEST_F(RocksDbStoreTest, DedupFamilyCompactedTheLeveledWayOpensUniversal) {
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  auto first = testing::AddDedup(&batch, StoreBatch::PutDedup{1, "old", 5, INT64_MAX, 0});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  ASSERT_EQ(first->duplicate_of, 0u);
+  store_.reset();
+  auto dedup_of = [](const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
+    for (auto* handle : handles) {
+      if (handle->GetName() == kColumnDedup) return handle;
+    }
+    ADD_FAILURE() << "no dedup family";
+    return handles[0];
+  };
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* dedup = dedup_of(handles);
+    rocksdb::CompactRangeOptions to_bottom;
+    to_bottom.change_level = true;
+    to_bottom.target_level = 6;
+    ASSERT_TRUE(db->CompactRange(to_bottom, dedup, nullptr, nullptr).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), dedup, DedupKey(1, "new"),
+                        EncodeDedupValue({7, INT64_MAX}))
+                    .ok());
+  });
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyMetaData layout;
+    db->GetColumnFamilyMetaData(dedup_of(handles), &layout);
+    ASSERT_EQ(layout.levels.size(), 7u);
+    EXPECT_EQ(layout.levels[0].files.size(), 1u);
+    EXPECT_EQ(layout.levels[6].files.size(), 1u);
+  });
+
+  Open();
+  StoreBatch again;
+  auto old_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "old", 8, INT64_MAX, 0});
+  auto new_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "new", 9, INT64_MAX, 0});
+  auto other = testing::AddDedup(&again, StoreBatch::PutDedup{1, "other", 10, INT64_MAX, 0});
+  ASSERT_TRUE(CommitSync(std::move(again)).ok());
+  EXPECT_EQ(old_key->duplicate_of, 5u);
+  EXPECT_EQ(new_key->duplicate_of, 7u);
+  EXPECT_EQ(other->duplicate_of, 0u);
+  store_.reset();
+
+  rocksdb::ConfigOptions config;
+  config.ignore_unknown_options = true;
+  config.ignore_unsupported_options = true;
+  rocksdb::DBOptions db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  ASSERT_TRUE(rocksdb::LoadLatestOptions(config, dir_.path(), &db_options, &families).ok());
+  auto family = std::find_if(families.begin(), families.end(),
+                             [](const auto& f) { return f.name == kColumnDedup; });
+  ASSERT_NE(family, families.end());
+  EXPECT_EQ(family->options.compaction_style, rocksdb::kCompactionStyleUniversal);
 }
 
 TEST_F(RocksDbStoreTest, FormatTwelveIsRefusedAsNewer) {
