@@ -114,7 +114,7 @@ struct ServerOptions {
   uint32_t frame_timeout_ms = 60'000;
   // [store]: the message store (docs/storage.md).
   uint64_t store_memtable_bytes = 64u << 20;     // RocksDB memtables, all column families
-  uint64_t store_block_cache_bytes = 32u << 20;  // RocksDB block cache (index, filters too)
+  uint64_t store_block_cache_bytes = 32u << 20;  // RocksDB blocks (index, filters too)
   uint64_t store_min_blob_bytes = 0;             // bodies this large go to blob files; 0 = off
   uint64_t page_max_messages = 50'000;           // per durable queue in RAM, then it pages
   uint64_t page_max_bytes = 32u << 20;  // per durable queue in RAM: whole messages, headers too

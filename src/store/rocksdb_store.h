@@ -64,7 +64,8 @@ class DedupExpiry;
 struct StoreOptions {
   std::string path;  // the RocksDB directory (created if missing)
   // Memory RocksDB may use, whatever the backlog: memtables of all column families together,
-  // and the block cache (index and filter blocks are charged to it).
+  // and the block cache (index and filter blocks are charged to it) beyond the memtables,
+  // whose memory is charged to the same cache.
   uint64_t memtable_bytes = 64u << 20;
   uint64_t block_cache_bytes = 32u << 20;
   // Bodies at least this large go to blob files. 0 (the default): none do. Message keys rise
