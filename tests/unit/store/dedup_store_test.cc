@@ -241,10 +241,7 @@ TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
-  rocksdb::ColumnFamilyHandle* dedup = nullptr;
-  for (auto* h : handles) {
-    if (h->GetName() == kColumnDedup) dedup = h;
-  }
+  rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
   ASSERT_NE(dedup, nullptr);
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator({}, dedup));
   for (it->SeekToFirst(); it->Valid(); it->Next()) ++records;

@@ -880,10 +880,7 @@ TEST_F(RocksDbStoreTest, FormatTenLanesAreMovedIntoTheirFamilies) {
   // would leave it).
   testing::WithRawDbFamilies(
       dir_.path(), [](rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
-        rocksdb::ColumnFamilyHandle* entries = nullptr;
-        for (auto* handle : handles) {
-          if (handle->GetName() == kColumnEntries) entries = handle;
-        }
+        rocksdb::ColumnFamilyHandle* entries = testing::FamilyNamed(handles, kColumnEntries);
         ASSERT_NE(entries, nullptr);
         for (auto* handle : handles) {
           if (!IsEntriesFamily(handle->GetName()) || handle == entries) continue;
@@ -1449,15 +1446,9 @@ TEST_F(RocksDbStoreTest, DedupFamilyCompactedTheLeveledWayOpensUniversal) {
   ASSERT_TRUE(CommitSync(std::move(batch)).ok());
   ASSERT_EQ(first->duplicate_of, 0u);
   store_.reset();
-  auto dedup_of = [](const std::vector<rocksdb::ColumnFamilyHandle*>& handles) {
-    for (auto* handle : handles) {
-      if (handle->GetName() == kColumnDedup) return handle;
-    }
-    ADD_FAILURE() << "no dedup family";
-    return handles[0];
-  };
   testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
-    rocksdb::ColumnFamilyHandle* dedup = dedup_of(handles);
+    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+    ASSERT_NE(dedup, nullptr);
     rocksdb::CompactRangeOptions to_bottom;
     to_bottom.change_level = true;
     to_bottom.target_level = 6;
@@ -1467,8 +1458,10 @@ TEST_F(RocksDbStoreTest, DedupFamilyCompactedTheLeveledWayOpensUniversal) {
                     .ok());
   });
   testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+    ASSERT_NE(dedup, nullptr);
     rocksdb::ColumnFamilyMetaData layout;
-    db->GetColumnFamilyMetaData(dedup_of(handles), &layout);
+    db->GetColumnFamilyMetaData(dedup, &layout);
     ASSERT_EQ(layout.levels.size(), 7u);
     EXPECT_EQ(layout.levels[0].files.size(), 1u);
     EXPECT_EQ(layout.levels[6].files.size(), 1u);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/keys.h"
@@ -138,6 +139,15 @@ inline void WithRawDbFamilies(
   for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
   db->Close();
   delete db;
+}
+
+// The handle of the family named `name` among `handles`; nullptr when there is none.
+inline rocksdb::ColumnFamilyHandle* FamilyNamed(
+    const std::vector<rocksdb::ColumnFamilyHandle*>& handles, std::string_view name) {
+  for (auto* handle : handles) {
+    if (handle->GetName() == name) return handle;
+  }
+  return nullptr;
 }
 
 inline void WithRawDb(
