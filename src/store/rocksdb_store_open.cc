@@ -101,9 +101,10 @@ Status RocksDbStore::Damaged(const Status& error) const {
 Status RocksDbStore::OpenDb() {
   // The memtables' memory is charged to this cache (the WriteBufferManager below), so its
   // capacity is both budgets: blocks keep block_cache_bytes while the memtables are full. Sized
-  // at block_cache_bytes alone, the memtables' charge (up to memtable_bytes, twice as much)
-  // evicted nearly every block while publishes ran, and each lookup into a deduplication
-  // window read its filter partition from the page cache again (docs/benchmarks.md).
+  // at block_cache_bytes alone, the memtables' charge (up to memtable_bytes, by default twice
+  // the cache) evicted nearly every block while publishes ran, and each lookup into a
+  // deduplication window read its filter partition from the page cache again
+  // (docs/benchmarks.md).
   auto cache = rocksdb::NewLRUCache(options_.block_cache_bytes + options_.memtable_bytes);
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = cache;
