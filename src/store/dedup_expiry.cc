@@ -9,11 +9,15 @@ namespace wharf::store {
 bool DedupExpiry::Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
                          std::string* /*new_value*/, bool* /*value_changed*/) const {
   auto record = DecodeDedupValue(std::string_view(value.data(), value.size()));
-  if (!record) return false;
+  return record && record->expires_at_ms <= now_ms_;
+}
+
+std::unique_ptr<rocksdb::CompactionFilter> DedupExpiryFactory::CreateCompactionFilter(
+    const rocksdb::CompactionFilter::Context& /*context*/) {
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  return record->expires_at_ms <= now_ms;
+  return std::make_unique<DedupExpiry>(now_ms);
 }
 
 }  // namespace wharf::store

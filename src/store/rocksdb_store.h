@@ -59,7 +59,6 @@ class WriteBatch;
 namespace wharf::store {
 
 class BackgroundErrors;
-class DedupExpiry;
 
 struct StoreOptions {
   std::string path;  // the RocksDB directory (created if missing)
@@ -326,7 +325,6 @@ class RocksDbStore final : public MessageStore {
   DiskGuard disk_;
   std::shared_ptr<rocksdb::CompactOnDeletionCollectorFactory> deletions_;
   std::shared_ptr<BackgroundErrors> background_errors_;  // kept across reopens
-  std::unique_ptr<DedupExpiry> dedup_expiry_;            // the "dedup" family's filter
   bool written_since_flush_ = false;  // writer: written since WatchDisk last flushed
   bool disk_low_ = false;             // writer: below disk_low_bytes (or twice the reserve)
   uint64_t written_since_watch_ = 0;  // writer: bytes written since WatchDisk last ran

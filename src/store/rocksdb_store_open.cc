@@ -199,8 +199,7 @@ Status RocksDbStore::OpenDb() {
   dedup.compaction_style = rocksdb::kCompactionStyleUniversal;
   dedup.compaction_options_universal.allow_trivial_move = true;
   dedup.compaction_options_universal.max_size_amplification_percent = 50;
-  if (!dedup_expiry_) dedup_expiry_ = std::make_unique<DedupExpiry>();
-  dedup.compaction_filter = dedup_expiry_.get();
+  dedup.compaction_filter_factory = std::make_shared<DedupExpiryFactory>();
   dedup.periodic_compaction_seconds = 24 * 3600;
   // Nearly every lookup is for a key that is not there (a first publish): a bloom filter over
   // the memtables' keys answers those without searching the skip lists.

@@ -254,10 +254,9 @@ TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
 // Compaction drops expired records and keeps live ones (and anything it cannot read).
 TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   TempDir dir;
-  DedupExpiry filter;
   rocksdb::Options options;
   options.create_if_missing = true;
-  options.compaction_filter = &filter;
+  options.compaction_filter_factory = std::make_shared<DedupExpiryFactory>();
   rocksdb::DB* raw = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(options, dir.path() + "/db", &raw).ok());
   std::unique_ptr<rocksdb::DB> db(raw);
@@ -271,6 +270,21 @@ TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   EXPECT_TRUE(db->Get({}, DedupKey(1, "old"), &value).IsNotFound());
   EXPECT_TRUE(db->Get({}, DedupKey(1, "live"), &value).ok());
   EXPECT_TRUE(db->Get({}, DedupKey(1, "odd"), &value).ok());
+}
+
+// A filter decides by the time it was made with: expired at or before it, dropped.
+TEST(DedupExpiryTest, FilterComparesWithTheTimeItWasMadeWith) {
+  const DedupExpiry filter(1'000);
+  std::string unused;
+  bool changed = false;
+  auto drops = [&](int64_t expires_at_ms) {
+    return filter.Filter(0, "k", EncodeDedupValue({7, expires_at_ms}), &unused, &changed);
+  };
+  EXPECT_TRUE(drops(999));
+  EXPECT_TRUE(drops(1'000));
+  EXPECT_FALSE(drops(1'001));
+  EXPECT_FALSE(filter.Filter(0, "k", "not a record", &unused, &changed));
+  EXPECT_FALSE(changed);
 }
 
 }  // namespace
