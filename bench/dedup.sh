@@ -5,8 +5,10 @@
 #               carrying its own deduplication_id ("keys": what the key costs), into one with a
 #               5-minute window and the keys ("on"), and the same with each key in the
 #               message's x-deduplication-header instead ("header"), and "on" with keys in no
-#               order, like UUIDs or hashes ("random"; run only when named in KINDS); the
-#               kinds in KINDS (default "off keys on header") alternated for R rounds.
+#               order, like UUIDs or hashes ("random"), or in byte order, zero-padded like
+#               ULIDs ("ordered": the bare sequence numbers of "on" are not in byte order;
+#               both run only when named in KINDS); the kinds in KINDS (default "off keys on
+#               header") alternated for R rounds.
 #               Each run on a wharfd of its own with an empty data directory, so that none
 #               pays for the flushes and compactions of the one before it. With wharfd's CPU
 #               time per message (user + system, from /proc).
@@ -38,6 +40,7 @@ for round in $(seq "${want[rounds]}"); do
     [ "$window" = on ] && flags+=(--dedup-window 300000)
     [ "$window" = header ] && flags+=(--dedup-window 300000 --dedup-header)
     [ "$window" = random ] && flags+=(--dedup-window 300000 --dedup-random)
+    [ "$window" = ordered ] && flags+=(--dedup-window 300000 --dedup-ordered)
     restart
     before=$(cpu_ticks)
     out=$(perf_json "${flags[@]}")

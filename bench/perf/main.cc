@@ -137,6 +137,11 @@ std::optional<int> ParseCommandLine(int argc, char** argv, Options* o, bool* ser
                "with --dedup-window or --dedup-keys: keys in no order (16 hex digits of a "
                "bijective hash of the sequence number, unique like UUIDs) instead of the "
                "sequence number itself");
+  app.add_flag("--dedup-ordered", o->dedup_ordered,
+               "with --dedup-window or --dedup-keys: keys in byte order (the sequence number "
+               "zero-padded to 20 digits, rising like ULIDs or UUIDv7) instead of the bare "
+               "sequence number, whose byte order is not its numeric order")
+      ->excludes("--dedup-random");
   app.add_option("--max-priority", o->max_priority,
                  "declare the queues with x-max-priority N and publish priorities 0..N in turn")
       ->check(Unsigned(1, 255));
@@ -182,6 +187,9 @@ int main(int argc, char** argv) {
   }
   if (o.dedup_random && !o.dedup_keys && o.dedup_window_ms == 0) {
     return Usage("--dedup-random needs --dedup-window or --dedup-keys");
+  }
+  if (o.dedup_ordered && !o.dedup_keys && o.dedup_window_ms == 0) {
+    return Usage("--dedup-ordered needs --dedup-window or --dedup-keys");
   }
   if (o.dedup_window_ms > 0 && (o.driver == "amqp" || !o.persistent)) {
     return Usage("--dedup-window needs the native driver and --persistent (durable queues)");
@@ -341,6 +349,7 @@ int main(int argc, char** argv) {
         {"dedup_keys", o.dedup_keys || o.dedup_window_ms > 0},
         {"dedup_header", o.dedup_header},
         {"dedup_random", o.dedup_random},
+        {"dedup_ordered", o.dedup_ordered},
         {"max_priority", o.max_priority},
         {"groups", o.groups},
         {"delay_ms", o.delay_ms},

@@ -120,7 +120,9 @@ class NativeDriver final : public Driver {
           char* end = std::to_chars(digits, digits + sizeof(digits), z, 16).ptr;
           to.append(16 - static_cast<size_t>(end - digits), '0').append(digits, end);
         } else {
-          to.append(digits, std::to_chars(digits, digits + sizeof(digits), n).ptr);
+          char* end = std::to_chars(digits, digits + sizeof(digits), n).ptr;
+          if (o.dedup_ordered) to.append(20 - static_cast<size_t>(end - digits), '0');
+          to.append(digits, end);
         }
         if (o.dedup_header) message.headers["x-deduplication-header"] = key;
       }

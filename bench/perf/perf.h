@@ -55,6 +55,9 @@ struct Options {
   bool dedup_header = false;
   // Keys in no order (like UUIDs or hashes) instead of rising sequence numbers.
   bool dedup_random = false;
+  // Keys in byte order (zero-padded sequence numbers, rising like ULIDs or UUIDv7) instead of
+  // bare ones, whose byte order is not their numeric order ("10" sorts before "9").
+  bool dedup_ordered = false;
   // Queues with x-max-priority this high, and messages whose priorities cycle through 0..it
   // (one level after another); 0 = none.
   uint32_t max_priority = 0;
