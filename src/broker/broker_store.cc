@@ -248,6 +248,11 @@ void Broker::CommitPending(bool probe) {
   ++commits_in_flight_;
   // Read before the batch is moved into the call (argument order is unspecified).
   std::shared_ptr<store::DedupOutcomes> outcomes = batch_.dedup_outcomes();
+  // The next batch is likely this one's size: room for it up front (capped, so one large
+  // batch does not leave every later one holding its memory).
+  constexpr size_t kReserveCap = 4096;
+  const size_t ops_hint = std::min(batch_.size(), kReserveCap);
+  const size_t dedup_hint = std::min(outcomes ? outcomes->size() : 0, kReserveCap);
   store_->Commit(
       std::move(batch_), batch_sync_ || probe,
       [this, confirms = std::move(pending_confirms_), resolutions = std::move(dedup_resolutions_),
@@ -258,6 +263,7 @@ void Broker::CommitPending(bool probe) {
         for (auto& fn : after) fn(status);
       });
   batch_ = store::StoreBatch();
+  batch_.Reserve(ops_hint, dedup_hint);
   batch_sync_ = false;
   pending_confirms_.clear();
   dedup_resolutions_.clear();

@@ -260,6 +260,12 @@ class StoreBatch {
                    MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry, RemoveAllDelayed,
                    PutRedrive, PutDedup, PutVhost, RemoveVhost, PutPolicy, RemovePolicy>;
 
+  // Room for `ops` ops and `dedups` PutDedups before either grows (a hint: the batch before's
+  // sizes, so that one built op by op does not move its ops at every doubling).
+  void Reserve(size_t ops, size_t dedups) {
+    ops_.reserve(ops);
+    dedup_hint_ = dedups;
+  }
   template <typename T>
   void Add(T op) {
     static_assert(!std::is_same_v<T, PutDedup>, "a PutDedup is added with AddDedup");
@@ -267,7 +273,10 @@ class StoreBatch {
   }
   // Adds a PutDedup; its outcome will be (*dedup_outcomes())[the index returned].
   uint32_t AddDedup(PutDedup op) {
-    if (!dedup_outcomes_) dedup_outcomes_ = std::make_shared<DedupOutcomes>();
+    if (!dedup_outcomes_) {
+      dedup_outcomes_ = std::make_shared<DedupOutcomes>();
+      dedup_outcomes_->reserve(dedup_hint_);
+    }
     const auto index = static_cast<uint32_t>(dedup_outcomes_->size());
     dedup_outcomes_->emplace_back();
     op.outcome = index;
@@ -283,6 +292,7 @@ class StoreBatch {
  private:
   std::vector<Op> ops_;
   std::shared_ptr<DedupOutcomes> dedup_outcomes_;
+  size_t dedup_hint_ = 0;  // Reserve's: how many outcomes to make room for
 };
 
 // One lane of a queue as found on disk at start-up (see kLaneShift). Recovery does not walk a
