@@ -899,10 +899,8 @@ TEST_F(RocksDbStoreTest, FormatTenLanesAreMovedIntoTheirFamilies) {
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), dir_.path(), families, &handles, &db).ok());
-    for (auto* handle : handles) {
-      if (handle->GetName() == "entries.15") {
-        ASSERT_TRUE(db->DropColumnFamily(handle).ok());
-      }
+    if (auto* lane = testing::FamilyNamed(handles, "entries.15")) {
+      ASSERT_TRUE(db->DropColumnFamily(lane).ok());
     }
     for (auto* handle : handles) db->DestroyColumnFamilyHandle(handle);
     delete db;
