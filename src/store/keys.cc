@@ -136,11 +136,21 @@ std::optional<PurgeValue> DecodePurgeValue(std::string_view value) {
 }
 
 std::string DedupKey(uint64_t queue_id, std::string_view key) {
+  static_assert(kMaxDedupKeyBytes <= 255, "the key's length is one byte");
   std::string out;
-  out.reserve(8 + key.size());
+  out.reserve(10 + key.size());
+  out.push_back(kDedupKeyTag);
   AppendBigEndian64(&out, queue_id);
+  out.push_back(static_cast<char>(static_cast<uint8_t>(key.size())));
   out.append(key);
   return out;
+}
+
+std::optional<DedupKeyParts> ParseDedupKey(std::string_view key) {
+  if (key.size() < 10 || key[0] != kDedupKeyTag) return std::nullopt;
+  const size_t length = static_cast<uint8_t>(key[9]);
+  if (key.size() != 10 + length) return std::nullopt;
+  return DedupKeyParts{ReadBigEndian64(key.substr(1, 8)), key.substr(10)};
 }
 
 std::string EncodeDedupValue(const DedupValue& value) {

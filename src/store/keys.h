@@ -47,8 +47,11 @@
 //     timeline in due order (loaded from its start, listed in pages); "I" finds a message's
 //     due time from its id (cancel). Both are written and removed together.
 //   column family "dedup"     (publish deduplication windows: the ids each queue accepted)
-//     fixed64be(queue-id) dedup-key       -> fixed64le(message-id) fixed64le(expires-at-ms)
-//     dedup-key: the publisher's deduplication id, or a hash of the body (1 to 128 bytes).
+//     'k' fixed64be(queue-id) byte(n) dedup-key -> fixed64le(message-id) fixed64le(expires-at-ms)
+//     dedup-key: the publisher's deduplication id, or a hash of the body (n: 1 to 128 bytes).
+//     The length before the key makes ids that rise as numbers ("9", "10") rise in byte
+//     order too. Formats 7 to 11 wrote fixed64be(queue-id) dedup-key, whose first byte is 0
+//     (queue ids are below 2^56); Recover moves such records (MoveLegacyDedupRecords).
 //     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it
 //     (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
@@ -108,8 +111,12 @@ namespace wharf::store {
 // 8-10 are upgraded by moving every entry of a lane whose family is not "entries" into its
 // family (one atomic write per batch, so an interrupted upgrade resumes), then rewriting "F";
 // 1-7 have no such entry. A format-10 build would not find those entries: it would recover a
-// priority queue without its lower lanes.
-inline constexpr int kFormatVersion = 11;
+// priority queue without its lower lanes. 12 - dedup keys with the key's length before it
+// ('k', queue id, length, key); "F" is rewritten first, then the records of formats 7-11 are
+// moved to their new keys (the expired ones dropped) in atomic batches, at every start while
+// any is left, so an interrupted move resumes. A format-11 build would not find the moved
+// records: it would take a retried publish for a new one.
+inline constexpr int kFormatVersion = 12;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -195,9 +202,17 @@ struct PurgeValue {
 std::string EncodePurgeValue(const PurgeValue& value);
 std::optional<PurgeValue> DecodePurgeValue(std::string_view value);
 
-// A deduplication record: fixed64be(queue-id) then the key. DedupKey(q, "") to
-// DedupKey(q + 1, "") spans every record of queue q.
+// A deduplication record: kDedupKeyTag, fixed64be(queue-id), the key's length (one byte)
+// and the key (1 to kMaxDedupKeyBytes bytes). DedupKey(q, "") to DedupKey(q + 1, "") spans
+// every record of queue q. Every key a format before 12 wrote sorts before kDedupKeyTag.
+inline constexpr char kDedupKeyTag = 'k';
 std::string DedupKey(uint64_t queue_id, std::string_view key);
+struct DedupKeyParts {
+  uint64_t queue_id = 0;
+  std::string_view key;  // a view into the key parsed
+};
+// The parts of a DedupKey, or nullopt when `key` is not one (a length that does not match).
+std::optional<DedupKeyParts> ParseDedupKey(std::string_view key);
 struct DedupValue {
   uint64_t message_id = 0;    // the message accepted with the key
   int64_t expires_at_ms = 0;  // Unix ms; the key is forgotten from then on

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -17,6 +18,19 @@
 #include "store/rocksdb_store.h"
 
 namespace wharf::store {
+namespace {
+
+// Writes one step (an atomic batch) of an upgrade that moves records, synced, and empties `wb`.
+Status WriteUpgradeStep(rocksdb::DB* db, rocksdb::WriteBatch* wb, const char* failure) {
+  if (wb->Count() == 0) return Status::Ok();
+  rocksdb::WriteOptions sync;
+  sync.sync = true;
+  rocksdb::Status s = db->Write(sync, wb);
+  wb->Clear();
+  return s.ok() ? Status::Ok() : FromRocksDb(s, failure);
+}
+
+}  // namespace
 
 Result<RecoveredState> RocksDbStore::Recover() {
   RecoveredState state;
@@ -50,15 +64,19 @@ Result<RecoveredState> RocksDbStore::Recover() {
   } else if (!s.ok()) {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
-             value == "6" || value == "7" || value == "8" || value == "9" || value == "10") {
+             value == "6" || value == "7" || value == "8" || value == "9" || value == "10" ||
+             value == "11") {
     // Formats 2 to 10 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
     // records; the "dedup" family; lanes; vhosts, everything older being in "/"; policies):
     // everything older reads as it is, once the lanes' entries are in their families (11;
-    // formats 8 to 10 can have them, the rest has none and costs one seek). Mark the
-    // directory as the current format before writing anything of it, so that an older build
-    // refuses it instead of misreading it.
-    if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
+    // formats 8 to 10 can have them, the rest has none and costs one seek) and the dedup
+    // records are under their format-12 keys (below). Mark the directory as the current
+    // format before writing anything of it, so that an older build refuses it instead of
+    // misreading it.
+    if (value != "11") {
+      if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
+    }
     rocksdb::WriteOptions sync;
     sync.sync = true;
     s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
@@ -75,6 +93,9 @@ Result<RecoveredState> RocksDbStore::Recover() {
                              "a backup taken before the upgrade (docs/storage.md)"
                            : ""));
   }
+
+  // After "F": a format-12 directory the last run did not finish moving still has some.
+  if (Status moved = MoveLegacyDedupRecords(); !moved.ok()) return moved;
 
   s = db_->Get(read, meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), &value);
   if (s.ok() && value.size() == 8) state.next_queue_id = ReadLittleEndian64(value);
@@ -402,14 +423,8 @@ Status RocksDbStore::MoveLaneEntries() {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), stays));
   rocksdb::WriteBatch wb;
   uint64_t moved = 0;
-  auto write = [&]() -> Status {
-    if (wb.Count() == 0) return Status::Ok();
-    rocksdb::WriteOptions sync;
-    sync.sync = true;
-    rocksdb::Status s = db_->Write(sync, &wb);
-    wb.Clear();
-    return s.ok() ? Status::Ok()
-                  : FromRocksDb(s, "cannot move the priority lanes' entries (format 11)");
+  auto write = [&] {
+    return WriteUpgradeStep(db_.get(), &wb, "cannot move the priority lanes' entries (format 11)");
   };
   for (it->Seek(EntryKey(0, LaneBaseSeq(1))); it->Valid();) {
     auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
@@ -444,6 +459,59 @@ Status RocksDbStore::MoveLaneEntries() {
   if (Status s = write(); !s.ok()) return s;
   if (moved > 0) {
     spdlog::warn("store: moved {} entries of priority lanes into their lanes' families", moved);
+  }
+  return Status::Ok();
+}
+
+Status RocksDbStore::MoveLegacyDedupRecords() {
+  // Formats 7 to 11 keyed a record fixed64be(queue-id) key: every such key starts with a 0
+  // byte, before kDedupKeyTag, so they are the family's first keys and a store without them
+  // costs one seek. Each batch moves its records atomically and the iterator reads what was
+  // there when it was made, so an interrupted move resumes at the next start with what is
+  // left. A record whose window has passed is dropped instead, as compaction would.
+  constexpr uint32_t kBatchWrites = 20'000;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), dedup_));
+  rocksdb::WriteBatch wb;
+  uint64_t moved = 0;
+  uint64_t dropped = 0;
+  auto write = [&] {
+    return WriteUpgradeStep(db_.get(), &wb, "cannot move the deduplication records (format 12)");
+  };
+  auto legacy = [](const rocksdb::Slice& key) {
+    return key.empty() || static_cast<uint8_t>(key[0]) < static_cast<uint8_t>(kDedupKeyTag);
+  };
+  for (it->SeekToFirst(); it->Valid() && legacy(it->key()); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view stored(it->value().data(), it->value().size());
+    if (key.size() <= 8 || key.size() > 8 + kMaxDedupKeyBytes) {
+      return Status(StatusCode::kStoreUnavailable,
+                    "corrupt deduplication record of an older format (a key of " +
+                        std::to_string(key.size()) + " bytes)");
+    }
+    auto record = DecodeDedupValue(stored);
+    if (record && record->expires_at_ms <= now_ms) {
+      ++dropped;
+    } else {
+      // An undecodable value moves as it is: the store's checks report it, lookups skip it.
+      wb.Put(dedup_, DedupKey(ReadBigEndian64(key), key.substr(8)), it->value());
+      ++moved;
+    }
+    wb.Delete(dedup_, it->key());
+    if (wb.Count() >= kBatchWrites) {
+      if (Status s = write(); !s.ok()) return s;
+    }
+  }
+  if (!it->status().ok()) {
+    return FromRocksDb(it->status(), "cannot read the deduplication records (format 12)");
+  }
+  if (Status s = write(); !s.ok()) return s;
+  if (moved + dropped > 0) {
+    spdlog::warn(
+        "store: moved {} deduplication records to their format-12 keys, dropped {} expired", moved,
+        dropped);
   }
   return Status::Ok();
 }

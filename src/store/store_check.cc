@@ -260,9 +260,15 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
       return queue + " delayed message " + std::to_string(ReadBigEndian64(key.substr(9)));
     }
     return queue + " delayed messages";
-  } else if (family == kColumnDedup && key.size() >= 8) {
-    return "queue id " + std::to_string(ReadBigEndian64(key)) + " deduplication id '" +
-           Printable(key.substr(8)) + "'";
+  } else if (family == kColumnDedup) {
+    if (auto parts = ParseDedupKey(key)) {
+      return "queue id " + std::to_string(parts->queue_id) + " deduplication id '" +
+             Printable(parts->key) + "'";
+    }
+    if (key.size() > 8 && key[0] == 0) {  // formats 7 to 11, before the upgrade moved it
+      return "queue id " + std::to_string(ReadBigEndian64(key)) + " deduplication id '" +
+             Printable(key.substr(8)) + "' (format 11)";
+    }
   } else if (family == rocksdb::kDefaultColumnFamilyName && !key.empty()) {
     switch (key[0]) {
       case kExchangePrefix:

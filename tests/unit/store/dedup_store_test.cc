@@ -302,5 +302,29 @@ TEST(StoreBatchTest, ReserveMakesRoomAndOutcomesWaitForAPutDedup) {
   EXPECT_EQ(batch.size(), 2u);
 }
 
+// Ids that rise as numbers rise in byte order too (format 12: the key's length first), so a
+// window's new records follow its old ones; one queue's records lie between DedupKey(q, "")
+// and DedupKey(q + 1, ""); a key parses back, and what is not a key does not.
+TEST(DedupKeyTest, RisingNumbersRiseInByteOrder) {
+  std::string previous = DedupKey(kQueue, "");
+  for (uint64_t id : {1, 2, 9, 10, 11, 99, 100, 12345, 999999}) {
+    const std::string key = DedupKey(kQueue, std::to_string(id));
+    EXPECT_LT(previous, key) << id;
+    previous = key;
+  }
+  EXPECT_LT(DedupKey(kQueue, std::string(kMaxDedupKeyBytes, '\xff')), DedupKey(kQueue + 1, ""));
+  EXPECT_LT(DedupKey(kQueue - 1, std::string(kMaxDedupKeyBytes, '\xff')), DedupKey(kQueue, "1"));
+
+  const std::string key = DedupKey(7, "order-42");
+  auto parts = ParseDedupKey(key);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->queue_id, 7u);
+  EXPECT_EQ(parts->key, "order-42");
+  EXPECT_FALSE(ParseDedupKey(key.substr(0, key.size() - 1)));  // shorter than its length says
+  EXPECT_FALSE(ParseDedupKey(key + "x"));
+  EXPECT_FALSE(ParseDedupKey(key.substr(1)));  // no tag: a format-11 key
+  EXPECT_FALSE(ParseDedupKey(""));
+}
+
 }  // namespace
 }  // namespace wharf::store

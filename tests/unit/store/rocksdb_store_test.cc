@@ -1488,11 +1488,87 @@ TEST_F(RocksDbStoreTest, DedupFamilyCompactedTheLeveledWayOpensUniversal) {
   EXPECT_EQ(family->options.compaction_style, rocksdb::kCompactionStyleUniversal);
 }
 
-TEST_F(RocksDbStoreTest, FormatTwelveIsRefusedAsNewer) {
+// Format 12: a dedup key has its length before it. A format-11 directory's records move to
+// their new keys at start (the expired ones are dropped, not moved) and stay duplicates; a
+// record of the old layout a format-12 directory still has (an interrupted move) moves at the
+// next start.
+TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
+  auto legacy_key = [](uint64_t queue_id, const std::string& key) {
+    std::string out;
+    AppendBigEndian64(&out, queue_id);
+    return out + key;
+  };
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const std::string odd_id = std::string("\x03") + "abc";
+  Open();
+  StoreBatch batch;
+  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+  store_.reset();
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+    ASSERT_NE(dedup, nullptr);
+    const rocksdb::WriteOptions write;
+    ASSERT_TRUE(db->Put(write, handles[0], "F", "11").ok());
+    ASSERT_TRUE(
+        db->Put(write, dedup, legacy_key(1, "live"), EncodeDedupValue({5, INT64_MAX})).ok());
+    ASSERT_TRUE(db->Put(write, dedup, legacy_key(1, "9"), EncodeDedupValue({6, INT64_MAX})).ok());
+    ASSERT_TRUE(db->Put(write, dedup, legacy_key(1, "gone"), EncodeDedupValue({7, now - 1})).ok());
+    // A key whose first byte would be a length: the old layout never confuses it.
+    ASSERT_TRUE(
+        db->Put(write, dedup, legacy_key(1, odd_id), EncodeDedupValue({8, INT64_MAX})).ok());
+  });
+
+  Open();
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "12");
+  std::vector<std::string> keys;
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+    ASSERT_NE(dedup, nullptr);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), dedup));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) keys.push_back(it->key().ToString());
+    // An interrupted move left one behind.
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), dedup, legacy_key(1, "late"),
+                        EncodeDedupValue({9, INT64_MAX}))
+                    .ok());
+  });
+  // In byte order: "9" (1 byte) before odd_id (4) before "live" (4; 'l' after 0x03).
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{DedupKey(1, "9"), DedupKey(1, odd_id), DedupKey(1, "live")}));
+
+  Open();
+  StoreBatch again;
+  auto live = testing::AddDedup(&again, StoreBatch::PutDedup{1, "live", 20, INT64_MAX, now});
+  auto nine = testing::AddDedup(&again, StoreBatch::PutDedup{1, "9", 21, INT64_MAX, now});
+  auto gone = testing::AddDedup(&again, StoreBatch::PutDedup{1, "gone", 22, INT64_MAX, now});
+  auto odd = testing::AddDedup(&again, StoreBatch::PutDedup{1, odd_id, 23, INT64_MAX, now});
+  auto late = testing::AddDedup(&again, StoreBatch::PutDedup{1, "late", 24, INT64_MAX, now});
+  auto abc = testing::AddDedup(&again, StoreBatch::PutDedup{1, "abc", 25, INT64_MAX, now});
+  ASSERT_TRUE(CommitSync(std::move(again)).ok());
+  EXPECT_EQ(live->duplicate_of, 5u);
+  EXPECT_EQ(nine->duplicate_of, 6u);
+  EXPECT_EQ(gone->duplicate_of, 0u) << "its window had passed";
+  EXPECT_EQ(odd->duplicate_of, 8u);
+  EXPECT_EQ(late->duplicate_of, 9u);
+  EXPECT_EQ(abc->duplicate_of, 0u);
+  store_.reset();
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db->NewIterator(rocksdb::ReadOptions(), testing::FamilyNamed(handles, kColumnDedup)));
+    it->SeekToFirst();
+    ASSERT_TRUE(it->Valid());
+    EXPECT_EQ(it->key()[0], kDedupKeyTag) << "no key of the old layout is left";
+  });
+}
+
+TEST_F(RocksDbStoreTest, FormatThirteenIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "12").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "13").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1500,11 +1576,11 @@ TEST_F(RocksDbStoreTest, FormatTwelveIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 12; this wharfd reads format 11"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 13; this wharfd reads format 12"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "12") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "13") << "a refused directory is left as it is";
 }
 
 // Policies (format 10): stored per vhost, replaced by name, removed alone or with nothing else,
