@@ -130,6 +130,13 @@ struct DedupOutcome {
 // One vector per batch, not an object per publish.
 using DedupOutcomes = std::vector<DedupOutcome>;
 
+namespace detail {
+template <typename T>
+inline constexpr bool kIsBoxedOp = false;  // StoreBatch::Stored<T> is a box
+template <typename T>
+inline constexpr bool kIsBoxedOp<std::unique_ptr<const T>> = true;
+}  // namespace detail
+
 // A group of changes applied atomically and in order.
 class StoreBatch {
  public:
@@ -254,11 +261,39 @@ class StoreBatch {
     int64_t now_ms = 0;
     uint32_t outcome = 0;  // its index in the batch's dedup_outcomes() (AddDedup sets it)
   };
+  // The large kinds, all rare (topology, users, vhosts, policies, a redrive's state), are kept
+  // behind a pointer: an op then takes what the largest common kind does, about a third of a
+  // redrive's state, and a batch of publishes (one or two ops each) writes that much less
+  // memory (docs/benchmarks.md, "Room for the next batch"). Visit hands each op as added.
+  template <typename T>
+  static constexpr bool kBoxed =
+      std::is_same_v<T, PutExchange> || std::is_same_v<T, PutQueue> ||
+      std::is_same_v<T, PutBinding> || std::is_same_v<T, RemoveBinding> ||
+      std::is_same_v<T, PutUser> || std::is_same_v<T, PutVhost> || std::is_same_v<T, PutPolicy> ||
+      std::is_same_v<T, PutRedrive>;
+  template <typename T>
+  using Stored = std::conditional_t<kBoxed<T>, std::unique_ptr<const T>, T>;
   using Op =
-      std::variant<PutMessage, PutEntry, RemoveEntry, PurgeRange, PutExchange, RemoveExchange,
-                   PutQueue, RemoveQueue, PutBinding, RemoveBinding, PutUser, RemoveUser,
-                   MarkDelivered, PutDelayed, RemoveDelayed, DelayEntry, RemoveAllDelayed,
-                   PutRedrive, PutDedup, PutVhost, RemoveVhost, PutPolicy, RemovePolicy>;
+      std::variant<Stored<PutMessage>, Stored<PutEntry>, Stored<RemoveEntry>, Stored<PurgeRange>,
+                   Stored<PutExchange>, Stored<RemoveExchange>, Stored<PutQueue>,
+                   Stored<RemoveQueue>, Stored<PutBinding>, Stored<RemoveBinding>, Stored<PutUser>,
+                   Stored<RemoveUser>, Stored<MarkDelivered>, Stored<PutDelayed>,
+                   Stored<RemoveDelayed>, Stored<DelayEntry>, Stored<RemoveAllDelayed>,
+                   Stored<PutRedrive>, Stored<PutDedup>, Stored<PutVhost>, Stored<RemoveVhost>,
+                   Stored<PutPolicy>, Stored<RemovePolicy>>;
+  // Calls `f` with the op as it was added (a boxed kind's pointee): f(const PutQueue&), etc.
+  template <typename F>
+  static void Visit(const Op& op, F&& f) {
+    std::visit(
+        [&f](const auto& o) {
+          if constexpr (detail::kIsBoxedOp<std::decay_t<decltype(o)>>) {
+            f(*o);
+          } else {
+            f(o);
+          }
+        },
+        op);
+  }
 
   // Room for `ops` ops and `dedups` PutDedups before either grows (a hint: the batch before's
   // sizes, so that one built op by op does not move its ops at every doubling).
@@ -269,7 +304,11 @@ class StoreBatch {
   template <typename T>
   void Add(T op) {
     static_assert(!std::is_same_v<T, PutDedup>, "a PutDedup is added with AddDedup");
-    ops_.emplace_back(std::move(op));
+    if constexpr (kBoxed<T>) {
+      ops_.emplace_back(std::make_unique<const T>(std::move(op)));
+    } else {
+      ops_.emplace_back(std::move(op));
+    }
   }
   // Adds a PutDedup; its outcome will be (*dedup_outcomes())[the index returned].
   uint32_t AddDedup(PutDedup op) {

@@ -148,19 +148,17 @@ void RocksDbStore::KeepUnwrittenTopology(const std::deque<Request>& group) {
     const auto* commit = std::get_if<CommitRequest>(&request);
     if (!commit) continue;
     for (const StoreBatch::Op& op : commit->batch.ops()) {
-      std::visit(
-          [this](const auto& o) {
-            using T = std::decay_t<decltype(o)>;
-            if constexpr (std::is_same_v<T, StoreBatch::PutExchange> ||
-                          std::is_same_v<T, StoreBatch::PutQueue> ||
-                          std::is_same_v<T, StoreBatch::PutBinding> ||
-                          std::is_same_v<T, StoreBatch::PutUser> ||
-                          std::is_same_v<T, StoreBatch::PutVhost> ||
-                          std::is_same_v<T, StoreBatch::PutPolicy>) {
-              unwritten_topology_.Add(o);
-            }
-          },
-          op);
+      StoreBatch::Visit(op, [this](const auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, StoreBatch::PutExchange> ||
+                      std::is_same_v<T, StoreBatch::PutQueue> ||
+                      std::is_same_v<T, StoreBatch::PutBinding> ||
+                      std::is_same_v<T, StoreBatch::PutUser> ||
+                      std::is_same_v<T, StoreBatch::PutVhost> ||
+                      std::is_same_v<T, StoreBatch::PutPolicy>) {
+          unwritten_topology_.Add(o);
+        }
+      });
     }
   }
 }
@@ -481,196 +479,193 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
   duplicates_.clear();
   for (const StoreBatch::Op& op : batch.ops()) {
     Status status;
-    std::visit(
-        [&](const auto& o) {
-          using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, StoreBatch::PutMessage>) {
-            // Published and settled in every queue within this group: never written.
-            if (plan_.settled_messages.contains(o.envelope->message.id)) return;
-            pb::MessageRecord record;
-            ToRecord(*o.envelope, &record);
-            uint64_t id = o.envelope->message.id;
-            wb->Put(messages_, MessageKey(id), record.SerializeAsString());
-            group_max_id_ = std::max(group_max_id_, id);
-            if (o.references > 1) {
-              std::string count;
-              AppendLittleEndian32(&count, o.references);
-              wb->Put(meta_, RefsKey(id), count);
-              references_[id] = o.references;
-            }
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutEntry>) {
-            const EntryRef& e = o.entry;
-            // Removed later in this group: the delete alone is enough.
-            if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
-            // A duplicate publish (PutDedup above): the queue does not take it.
-            if (!duplicates_.empty() && duplicates_.contains({e.queue_id, e.message_id})) return;
-            std::string value =
-                EncodeEntryValue({e.message_id, e.receive_count, e.flags}, AttemptsBytes(e));
-            if (e.flags & kEntryInline) {
-              if (!e.envelope) {
-                status = Status(StatusCode::kInternal, "inline entry without its message");
-                return;
-              }
-              pb::MessageRecord record;
-              ToRecord(*e.envelope, &record);
-              record.AppendToString(&value);
-              group_max_id_ = std::max(group_max_id_, e.message_id);
-            }
-            rocksdb::ColumnFamilyHandle* family = nullptr;
-            status = EntriesForWrite(e.seq, &family);
-            if (status.ok()) wb->Put(family, EntryKey(e.queue_id, e.seq), value);
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
-            const EntryRef& e = o.entry;
-            // Put and removed in this group: neither reaches the disk.
-            bool never_written = plan_.elided_entries.contains({e.queue_id, e.seq});
-            // No family yet: none of its lanes' entries was ever written.
-            rocksdb::ColumnFamilyHandle* family = EntriesFor(e.seq);
-            if (!never_written && family) wb->Delete(family, EntryKey(e.queue_id, e.seq));
-            if (e.flags & kEntryInline) return;  // nothing else holds the message
-            if (plan_.settled_messages.contains(e.message_id)) return;  // never written
-            status = Release(e.message_id, e.flags & kEntryShared, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::PurgeRange>) {
-            // The range may start inside an earlier purge's range still being removed (after a
-            // restart, a load can stop just short of a recovered one): start past that range,
-            // which the earlier purge removes anyway, so no two share a record. One wholly
-            // inside this one is fine: steps are written one after the other, so an entry is
-            // removed (and its body released) once.
-            uint64_t from = o.from_seq;
-            for (bool moved = true; moved;) {
-              moved = false;
-              for (const StoredPurge& earlier : reclaims_) {
-                if (earlier.queue_id == o.queue_id && earlier.from_seq <= from &&
-                    from < earlier.to_seq) {
-                  from = earlier.to_seq;
-                  moved = true;
-                }
-              }
-            }
-            if (from >= o.to_seq) return;
-            // The record makes the purge durable with this write; ReclaimStep does the rest.
-            wb->Put(meta_, PurgeKey(o.queue_id, from),
-                    EncodePurgeValue({from, o.to_seq, o.messages, 0}));
-            StoredPurge purge{o.queue_id, from, from, o.to_seq, o.messages, 0};
-            reclaims_.push_back(purge);
-            group_purges_.emplace_back(o.queue_id, o.to_seq);
-            std::lock_guard lock(doomed_mu_);
-            doomed_[o.queue_id].emplace_back(from, o.to_seq);
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutExchange>) {
-            wb->Put(meta_, ExchangeKey(o.spec.vhost, o.spec.name),
-                    ToRecord(o.spec).SerializeAsString());
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveExchange>) {
-            wb->Delete(meta_, ExchangeKey(o.vhost, o.name));
-            const std::string vhost = RecordVhost(o.vhost);
-            status = RemoveBindings(
-                [&](const pb::BindingRecord& b) {
-                  return RecordVhost(b.vhost()) == vhost &&
-                         (b.exchange() == o.name || b.destination_exchange() == o.name);
-                },
-                wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutQueue>) {
-            wb->Put(meta_, QueueKey(o.spec.vhost, o.spec.name),
-                    ToRecord(o.spec, o.queue_id).SerializeAsString());
-            std::string next;
-            AppendLittleEndian64(&next, o.queue_id + 1);
-            wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
-            wb->Delete(meta_, QueueKey(o.vhost, o.name));
-            // Every lane's delivery mark.
-            wb->DeleteRange(meta_, DeliveredKey(o.queue_id), DeliveredKey(o.queue_id + 1));
-            const std::string vhost = RecordVhost(o.vhost);
-            status = RemoveBindings(
-                [&](const pb::BindingRecord& b) {
-                  return RecordVhost(b.vhost()) == vhost && b.destination_exchange().empty() &&
-                         b.queue() == o.name;
-                },
-                wb);
-            // Its purges go with it: the removal of all its entries below covers them.
-            wb->DeleteRange(meta_, PurgeKey(o.queue_id, 0), PurgeKey(o.queue_id + 1, 0));
-            std::erase_if(reclaims_,
-                          [&](const StoredPurge& purge) { return purge.queue_id == o.queue_id; });
-            {
-              std::lock_guard lock(doomed_mu_);
-              doomed_.erase(o.queue_id);
-            }
-            // Its entries go in the background: nothing reads a removed queue's entries (ids
-            // are never reused), and a restart before the end finds them as a deleted queue's.
-            StoredPurge drop{o.queue_id, 0, 0, UINT64_MAX, 0, 0, /*recorded=*/false};
-            reclaims_.push_back(drop);
-            group_purges_.emplace_back(o.queue_id, UINT64_MAX);
-            if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
-            wb->Delete(meta_, RedriveKey(o.queue_id));
-            // Its deduplication window: the records of a deleted queue are never read again.
-            wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
-            wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {
-            status = ApplyDedup(batch, o, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
-            if (!duplicates_.empty() &&
-                duplicates_.contains({o.entry.queue_id, o.entry.message_id})) {
-              return;
-            }
-            group_max_id_ = std::max(group_max_id_, o.entry.message_id);
-            status = PutTimelineEntry(o.entry, o.due_ms, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::DelayEntry>) {
-            const EntryRef& e = o.entry;
-            rocksdb::ColumnFamilyHandle* family = EntriesFor(e.seq);
-            if (!plan_.elided_entries.contains({e.queue_id, e.seq}) && family) {
-              wb->Delete(family, EntryKey(e.queue_id, e.seq));
-            }
-            status = PutTimelineEntry(e, o.due_ms, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveDelayed>) {
-            const EntryRef& e = o.entry;
-            wb->Delete(delayed_, DelayedKey(e.queue_id, o.due_ms, e.message_id));
-            wb->Delete(delayed_, DelayedIndexKey(e.queue_id, e.message_id));
-            if (o.release && !(e.flags & kEntryInline)) {
-              status = Release(e.message_id, e.flags & kEntryShared, wb);
-            }
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveAllDelayed>) {
-            status = RemoveTimeline(o.queue_id, wb);
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutBinding>) {
-            wb->Put(meta_, BindingKey(o.binding), "");
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveBinding>) {
-            wb->Delete(meta_, BindingKey(o.binding));
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutUser>) {
-            pb::UserRecord record;
-            record.set_name(o.user.name);
-            record.set_password_hash(o.user.password_hash);
-            record.set_admin(o.user.admin);
-            if (o.user.limits.max_connections >= 0) {
-              record.set_max_connections(o.user.limits.max_connections);
-            }
-            if (o.user.limits.max_channels >= 0) {
-              record.set_max_channels(o.user.limits.max_channels);
-            }
-            record.set_access_model(1);
-            for (const std::string& tag : o.user.tags) record.add_tags(tag);
-            for (const UserPermission& p : o.user.permissions) {
-              auto* out = record.add_permissions();
-              out->set_vhost(p.vhost);
-              out->set_configure(p.configure);
-              out->set_write(p.write);
-              out->set_read(p.read);
-            }
-            wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
-            wb->Delete(meta_, Prefixed(kUserPrefix, o.name));
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutVhost>) {
-            wb->Put(meta_, VhostKey(o.vhost.name), ToRecord(o.vhost).SerializeAsString());
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemoveVhost>) {
-            wb->Delete(meta_, VhostKey(o.name));
-          } else if constexpr (std::is_same_v<T, StoreBatch::PutPolicy>) {
-            wb->Put(meta_, PolicyKey(o.policy.vhost, o.policy.name),
-                    ToRecord(o.policy).SerializeAsString());
-          } else if constexpr (std::is_same_v<T, StoreBatch::RemovePolicy>) {
-            wb->Delete(meta_, PolicyKey(o.vhost, o.name));
-          } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
-            std::string seq;
-            AppendLittleEndian64(&seq, o.seq);
-            wb->Put(meta_, DeliveredKey(o.queue_id, SeqLane(o.seq)), seq);
+    StoreBatch::Visit(op, [&](const auto& o) {
+      using T = std::decay_t<decltype(o)>;
+      if constexpr (std::is_same_v<T, StoreBatch::PutMessage>) {
+        // Published and settled in every queue within this group: never written.
+        if (plan_.settled_messages.contains(o.envelope->message.id)) return;
+        pb::MessageRecord record;
+        ToRecord(*o.envelope, &record);
+        uint64_t id = o.envelope->message.id;
+        wb->Put(messages_, MessageKey(id), record.SerializeAsString());
+        group_max_id_ = std::max(group_max_id_, id);
+        if (o.references > 1) {
+          std::string count;
+          AppendLittleEndian32(&count, o.references);
+          wb->Put(meta_, RefsKey(id), count);
+          references_[id] = o.references;
+        }
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutEntry>) {
+        const EntryRef& e = o.entry;
+        // Removed later in this group: the delete alone is enough.
+        if (plan_.removed_entries.contains({e.queue_id, e.seq})) return;
+        // A duplicate publish (PutDedup above): the queue does not take it.
+        if (!duplicates_.empty() && duplicates_.contains({e.queue_id, e.message_id})) return;
+        std::string value =
+            EncodeEntryValue({e.message_id, e.receive_count, e.flags}, AttemptsBytes(e));
+        if (e.flags & kEntryInline) {
+          if (!e.envelope) {
+            status = Status(StatusCode::kInternal, "inline entry without its message");
+            return;
           }
-        },
-        op);
+          pb::MessageRecord record;
+          ToRecord(*e.envelope, &record);
+          record.AppendToString(&value);
+          group_max_id_ = std::max(group_max_id_, e.message_id);
+        }
+        rocksdb::ColumnFamilyHandle* family = nullptr;
+        status = EntriesForWrite(e.seq, &family);
+        if (status.ok()) wb->Put(family, EntryKey(e.queue_id, e.seq), value);
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveEntry>) {
+        const EntryRef& e = o.entry;
+        // Put and removed in this group: neither reaches the disk.
+        bool never_written = plan_.elided_entries.contains({e.queue_id, e.seq});
+        // No family yet: none of its lanes' entries was ever written.
+        rocksdb::ColumnFamilyHandle* family = EntriesFor(e.seq);
+        if (!never_written && family) wb->Delete(family, EntryKey(e.queue_id, e.seq));
+        if (e.flags & kEntryInline) return;  // nothing else holds the message
+        if (plan_.settled_messages.contains(e.message_id)) return;  // never written
+        status = Release(e.message_id, e.flags & kEntryShared, wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::PurgeRange>) {
+        // The range may start inside an earlier purge's range still being removed (after a
+        // restart, a load can stop just short of a recovered one): start past that range,
+        // which the earlier purge removes anyway, so no two share a record. One wholly
+        // inside this one is fine: steps are written one after the other, so an entry is
+        // removed (and its body released) once.
+        uint64_t from = o.from_seq;
+        for (bool moved = true; moved;) {
+          moved = false;
+          for (const StoredPurge& earlier : reclaims_) {
+            if (earlier.queue_id == o.queue_id && earlier.from_seq <= from &&
+                from < earlier.to_seq) {
+              from = earlier.to_seq;
+              moved = true;
+            }
+          }
+        }
+        if (from >= o.to_seq) return;
+        // The record makes the purge durable with this write; ReclaimStep does the rest.
+        wb->Put(meta_, PurgeKey(o.queue_id, from),
+                EncodePurgeValue({from, o.to_seq, o.messages, 0}));
+        StoredPurge purge{o.queue_id, from, from, o.to_seq, o.messages, 0};
+        reclaims_.push_back(purge);
+        group_purges_.emplace_back(o.queue_id, o.to_seq);
+        std::lock_guard lock(doomed_mu_);
+        doomed_[o.queue_id].emplace_back(from, o.to_seq);
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutExchange>) {
+        wb->Put(meta_, ExchangeKey(o.spec.vhost, o.spec.name),
+                ToRecord(o.spec).SerializeAsString());
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveExchange>) {
+        wb->Delete(meta_, ExchangeKey(o.vhost, o.name));
+        const std::string vhost = RecordVhost(o.vhost);
+        status = RemoveBindings(
+            [&](const pb::BindingRecord& b) {
+              return RecordVhost(b.vhost()) == vhost &&
+                     (b.exchange() == o.name || b.destination_exchange() == o.name);
+            },
+            wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutQueue>) {
+        wb->Put(meta_, QueueKey(o.spec.vhost, o.spec.name),
+                ToRecord(o.spec, o.queue_id).SerializeAsString());
+        std::string next;
+        AppendLittleEndian64(&next, o.queue_id + 1);
+        wb->Put(meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), next);
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveQueue>) {
+        wb->Delete(meta_, QueueKey(o.vhost, o.name));
+        // Every lane's delivery mark.
+        wb->DeleteRange(meta_, DeliveredKey(o.queue_id), DeliveredKey(o.queue_id + 1));
+        const std::string vhost = RecordVhost(o.vhost);
+        status = RemoveBindings(
+            [&](const pb::BindingRecord& b) {
+              return RecordVhost(b.vhost()) == vhost && b.destination_exchange().empty() &&
+                     b.queue() == o.name;
+            },
+            wb);
+        // Its purges go with it: the removal of all its entries below covers them.
+        wb->DeleteRange(meta_, PurgeKey(o.queue_id, 0), PurgeKey(o.queue_id + 1, 0));
+        std::erase_if(reclaims_,
+                      [&](const StoredPurge& purge) { return purge.queue_id == o.queue_id; });
+        {
+          std::lock_guard lock(doomed_mu_);
+          doomed_.erase(o.queue_id);
+        }
+        // Its entries go in the background: nothing reads a removed queue's entries (ids
+        // are never reused), and a restart before the end finds them as a deleted queue's.
+        StoredPurge drop{o.queue_id, 0, 0, UINT64_MAX, 0, 0, /*recorded=*/false};
+        reclaims_.push_back(drop);
+        group_purges_.emplace_back(o.queue_id, UINT64_MAX);
+        if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
+        wb->Delete(meta_, RedriveKey(o.queue_id));
+        // Its deduplication window: the records of a deleted queue are never read again.
+        wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
+        wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {
+        status = ApplyDedup(batch, o, wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
+        if (!duplicates_.empty() && duplicates_.contains({o.entry.queue_id, o.entry.message_id})) {
+          return;
+        }
+        group_max_id_ = std::max(group_max_id_, o.entry.message_id);
+        status = PutTimelineEntry(o.entry, o.due_ms, wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::DelayEntry>) {
+        const EntryRef& e = o.entry;
+        rocksdb::ColumnFamilyHandle* family = EntriesFor(e.seq);
+        if (!plan_.elided_entries.contains({e.queue_id, e.seq}) && family) {
+          wb->Delete(family, EntryKey(e.queue_id, e.seq));
+        }
+        status = PutTimelineEntry(e, o.due_ms, wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveDelayed>) {
+        const EntryRef& e = o.entry;
+        wb->Delete(delayed_, DelayedKey(e.queue_id, o.due_ms, e.message_id));
+        wb->Delete(delayed_, DelayedIndexKey(e.queue_id, e.message_id));
+        if (o.release && !(e.flags & kEntryInline)) {
+          status = Release(e.message_id, e.flags & kEntryShared, wb);
+        }
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveAllDelayed>) {
+        status = RemoveTimeline(o.queue_id, wb);
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutBinding>) {
+        wb->Put(meta_, BindingKey(o.binding), "");
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveBinding>) {
+        wb->Delete(meta_, BindingKey(o.binding));
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutUser>) {
+        pb::UserRecord record;
+        record.set_name(o.user.name);
+        record.set_password_hash(o.user.password_hash);
+        record.set_admin(o.user.admin);
+        if (o.user.limits.max_connections >= 0) {
+          record.set_max_connections(o.user.limits.max_connections);
+        }
+        if (o.user.limits.max_channels >= 0) {
+          record.set_max_channels(o.user.limits.max_channels);
+        }
+        record.set_access_model(1);
+        for (const std::string& tag : o.user.tags) record.add_tags(tag);
+        for (const UserPermission& p : o.user.permissions) {
+          auto* out = record.add_permissions();
+          out->set_vhost(p.vhost);
+          out->set_configure(p.configure);
+          out->set_write(p.write);
+          out->set_read(p.read);
+        }
+        wb->Put(meta_, Prefixed(kUserPrefix, o.user.name), record.SerializeAsString());
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveUser>) {
+        wb->Delete(meta_, Prefixed(kUserPrefix, o.name));
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutVhost>) {
+        wb->Put(meta_, VhostKey(o.vhost.name), ToRecord(o.vhost).SerializeAsString());
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemoveVhost>) {
+        wb->Delete(meta_, VhostKey(o.name));
+      } else if constexpr (std::is_same_v<T, StoreBatch::PutPolicy>) {
+        wb->Put(meta_, PolicyKey(o.policy.vhost, o.policy.name),
+                ToRecord(o.policy).SerializeAsString());
+      } else if constexpr (std::is_same_v<T, StoreBatch::RemovePolicy>) {
+        wb->Delete(meta_, PolicyKey(o.vhost, o.name));
+      } else if constexpr (std::is_same_v<T, StoreBatch::MarkDelivered>) {
+        std::string seq;
+        AppendLittleEndian64(&seq, o.seq);
+        wb->Put(meta_, DeliveredKey(o.queue_id, SeqLane(o.seq)), seq);
+      }
+    });
     WHARF_RETURN_IF_ERROR(status);
   }
   return Status::Ok();

@@ -287,21 +287,6 @@ TEST(DedupExpiryTest, FilterComparesWithTheTimeItWasMadeWith) {
   EXPECT_FALSE(changed);
 }
 
-// Reserve makes room for the next batch's ops and outcomes, and a batch without a PutDedup
-// still has no outcomes (the writer skips such a batch's deduplication).
-TEST(StoreBatchTest, ReserveMakesRoomAndOutcomesWaitForAPutDedup) {
-  StoreBatch batch;
-  batch.Reserve(16, 4);
-  EXPECT_GE(batch.ops().capacity(), 16u);
-  batch.Add(StoreBatch::MarkDelivered{1, 2});
-  EXPECT_EQ(batch.dedup_outcomes(), nullptr);
-  EXPECT_EQ(batch.AddDedup(StoreBatch::PutDedup{1, "k", 7, 1'000, 0}), 0u);
-  ASSERT_NE(batch.dedup_outcomes(), nullptr);
-  EXPECT_GE(batch.dedup_outcomes()->capacity(), 4u);
-  EXPECT_EQ(batch.dedup_outcomes()->size(), 1u);
-  EXPECT_EQ(batch.size(), 2u);
-}
-
 // Ids that rise as numbers rise in byte order too (format 12: the key's length first), so a
 // window's new records follow its old ones; one queue's records lie between DedupKey(q, "")
 // and DedupKey(q + 1, ""); a key parses back, and what is not a key does not.
