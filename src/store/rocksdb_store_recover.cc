@@ -483,16 +483,22 @@ Status RocksDbStore::MoveLegacyDedupRecords() {
   auto legacy = [](const rocksdb::Slice& key) {
     return key.empty() || static_cast<uint8_t>(key[0]) < static_cast<uint8_t>(kDedupKeyTag);
   };
+  uint64_t malformed = 0;
   for (it->SeekToFirst(); it->Valid() && legacy(it->key()); it->Next()) {
+    if (moved + dropped + malformed == 0) {
+      spdlog::warn("store: moving the deduplication records of {} to their format-12 keys",
+                   options_.path);
+    } else if ((moved + dropped + malformed) % 1'000'000 == 0) {
+      spdlog::info("store: {} deduplication records moved so far, {} dropped", moved,
+                   dropped + malformed);
+    }
     const std::string_view key(it->key().data(), it->key().size());
     const std::string_view stored(it->value().data(), it->value().size());
-    if (key.size() <= 8 || key.size() > 8 + kMaxDedupKeyBytes) {
-      return Status(StatusCode::kStoreUnavailable,
-                    "corrupt deduplication record of an older format (a key of " +
-                        std::to_string(key.size()) + " bytes)");
-    }
     auto record = DecodeDedupValue(stored);
-    if (record && record->expires_at_ms <= now_ms) {
+    if (key.size() <= 8 || key.size() > 8 + kMaxDedupKeyBytes) {
+      // No key a window could hold: damage. Losing it costs at most one duplicate admitted.
+      ++malformed;
+    } else if (record && record->expires_at_ms <= now_ms) {
       ++dropped;
     } else {
       // An undecodable value moves as it is: the store's checks report it, lookups skip it.
@@ -508,10 +514,16 @@ Status RocksDbStore::MoveLegacyDedupRecords() {
     return FromRocksDb(it->status(), "cannot read the deduplication records (format 12)");
   }
   if (Status s = write(); !s.ok()) return s;
-  if (moved + dropped > 0) {
+  if (moved + dropped + malformed > 0) {
     spdlog::warn(
         "store: moved {} deduplication records to their format-12 keys, dropped {} expired", moved,
         dropped);
+  }
+  if (malformed > 0) {
+    spdlog::error(
+        "store: dropped {} deduplication records of an older format whose key was not 9 to {} "
+        "bytes long (damage)",
+        malformed, 8 + kMaxDedupKeyBytes);
   }
   return Status::Ok();
 }

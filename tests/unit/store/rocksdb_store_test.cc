@@ -1489,9 +1489,9 @@ TEST_F(RocksDbStoreTest, DedupFamilyCompactedTheLeveledWayOpensUniversal) {
 }
 
 // Format 12: a dedup key has its length before it. A format-11 directory's records move to
-// their new keys at start (the expired ones are dropped, not moved) and stay duplicates; a
-// record of the old layout a format-12 directory still has (an interrupted move) moves at the
-// next start.
+// their new keys at start (the expired and malformed ones are dropped, not moved) and stay
+// duplicates; a record of the old layout a format-12 directory still has (an interrupted move)
+// moves at the next start.
 TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
   auto legacy_key = [](uint64_t queue_id, const std::string& key) {
     std::string out;
@@ -1519,6 +1519,8 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
     // A key whose first byte would be a length: the old layout never confuses it.
     ASSERT_TRUE(
         db->Put(write, dedup, legacy_key(1, odd_id), EncodeDedupValue({8, INT64_MAX})).ok());
+    // Damage: too short for a queue id and a key. Dropped, and the store opens.
+    ASSERT_TRUE(db->Put(write, dedup, std::string(5, '\0'), EncodeDedupValue({9, INT64_MAX})).ok());
   });
 
   Open();
