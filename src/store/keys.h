@@ -113,9 +113,9 @@ namespace wharf::store {
 // 1-7 have no such entry. A format-10 build would not find those entries: it would recover a
 // priority queue without its lower lanes. 12 - dedup keys with the key's length before it
 // ('k', queue id, length, key); "F" is rewritten first, then the records of formats 7-11 are
-// moved to their new keys (the expired ones dropped) in atomic batches, at every start while
-// any is left, so an interrupted move resumes. A format-11 build would not find the moved
-// records: it would take a retried publish for a new one.
+// copied to their new keys (the expired ones dropped) and the old keys range-deleted, at every
+// start while any is left, so an interrupted move starts again. A format-11 build would not
+// find the moved records: it would take a retried publish for a new one.
 inline constexpr int kFormatVersion = 12;
 
 inline constexpr char kColumnMessages[] = "messages";
