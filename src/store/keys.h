@@ -51,7 +51,7 @@
 //     dedup-key: the publisher's deduplication id, or a hash of the body (n: 1 to 128 bytes).
 //     The length before the key makes ids that rise as numbers ("9", "10") rise in byte
 //     order too. Formats 7 to 11 wrote fixed64be(queue-id) dedup-key, whose first byte is 0
-//     (queue ids are below 2^56); Recover moves such records (MoveLegacyDedupRecords).
+//     (queue ids are below 2^56); Recover moves such records (CopyLegacyDedupRecords).
 //     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it
 //     (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
@@ -112,10 +112,10 @@ namespace wharf::store {
 // family (one atomic write per batch, so an interrupted upgrade resumes), then rewriting "F";
 // 1-7 have no such entry. A format-10 build would not find those entries: it would recover a
 // priority queue without its lower lanes. 12 - dedup keys with the key's length before it
-// ('k', queue id, length, key); "F" is rewritten first, then the records of formats 7-11 are
-// copied to their new keys (the expired ones dropped) and the old keys range-deleted, at every
-// start while any is left, so an interrupted move starts again. A format-11 build would not
-// find the moved records: it would take a retried publish for a new one.
+// ('k', queue id, length, key); the records of formats 7-11 are copied to their new keys (the
+// expired ones left out), then one synced write range-deletes the old keys and rewrites "F",
+// so an interrupted upgrade starts again. A format-11 build would not find the moved records:
+// it would take a retried publish for a new one.
 inline constexpr int kFormatVersion = 12;
 
 inline constexpr char kColumnMessages[] = "messages";

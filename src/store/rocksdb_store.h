@@ -195,9 +195,10 @@ class RocksDbStore final : public MessageStore {
   // Moves the entries an older format kept in "entries" into their lane's family (format 11;
   // Recover, before anything is read).
   Status MoveLaneEntries();
-  // Moves the dedup records of formats 7 to 11 to their format-12 keys (DedupKey), dropping
-  // the expired ones (Recover, after "F" says 12, at every start: one seek when none is left).
-  Status MoveLegacyDedupRecords();
+  // Copies the dedup records of formats 7 to 11 to their format-12 keys (DedupKey), leaving
+  // out the expired ones, and adds the removal of their old keys to `last`, the upgrade's
+  // last write (Recover, upgrading: one seek when there is none).
+  Status CopyLegacyDedupRecords(rocksdb::WriteBatch* last);
   void WriterLoop();
   void ReaderLoop();
 

@@ -71,16 +71,20 @@ Result<RecoveredState> RocksDbStore::Recover() {
     // records; the "dedup" family; lanes; vhosts, everything older being in "/"; policies):
     // everything older reads as it is, once the lanes' entries are in their families (11;
     // formats 8 to 10 can have them, the rest has none and costs one seek) and the dedup
-    // records are under their format-12 keys (below). Mark the directory as the current
-    // format before writing anything of it, so that an older build refuses it instead of
-    // misreading it.
+    // records are under their format-12 keys (formats 7 to 11 have some). Mark the directory
+    // as the current format in the write that ends the upgrade, before writing anything of
+    // it, so that an older build refuses it instead of misreading it, and opens it as it was
+    // when the upgrade did not finish.
     if (value != "11") {
       if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
     }
+    rocksdb::WriteBatch last;
+    if (Status copied = CopyLegacyDedupRecords(&last); !copied.ok()) return copied;
+    last.Put(meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
+             std::to_string(kFormatVersion));
     rocksdb::WriteOptions sync;
     sync.sync = true;
-    s = db_->Put(sync, meta_, rocksdb::Slice(kFormatKey.data(), kFormatKey.size()),
-                 std::to_string(kFormatVersion));
+    s = db_->Write(sync, &last);
     if (!s.ok()) return FromRocksDb(s, "cannot upgrade the message store's format");
     spdlog::warn("store: upgraded {} from storage format {} to {}", options_.path, value,
                  kFormatVersion);
@@ -93,9 +97,6 @@ Result<RecoveredState> RocksDbStore::Recover() {
                              "a backup taken before the upgrade (docs/storage.md)"
                            : ""));
   }
-
-  // After "F": a format-12 directory the last run did not finish moving still has some.
-  if (Status moved = MoveLegacyDedupRecords(); !moved.ok()) return moved;
 
   s = db_->Get(read, meta_, rocksdb::Slice(kNextQueueIdKey.data(), kNextQueueIdKey.size()), &value);
   if (s.ok() && value.size() == 8) state.next_queue_id = ReadLittleEndian64(value);
@@ -463,13 +464,13 @@ Status RocksDbStore::MoveLaneEntries() {
   return Status::Ok();
 }
 
-Status RocksDbStore::MoveLegacyDedupRecords() {
+Status RocksDbStore::CopyLegacyDedupRecords(rocksdb::WriteBatch* last) {
   // Formats 7 to 11 keyed a record fixed64be(queue-id) key: every such key starts with a 0
   // byte, before kDedupKeyTag, so they are the family's first keys and a store without them
-  // costs one seek. Each is copied to its new key, then one synced range deletion removes them
-  // all. A copy is the same each time it is made and nothing else writes before Recover
-  // returns, so an interrupted move simply starts again. A record whose window has passed, or
-  // whose key is malformed, is not copied. (Copying and deleting each record in one batch
+  // costs one seek. Each is copied to its new key, and `last` removes them all with one range
+  // deletion. A copy is the same each time it is made and nothing else writes before Recover
+  // returns, so an interrupted upgrade simply starts again. A record whose window has passed,
+  // or whose key is malformed, is not copied. (Copying and deleting each record in one batch
   // took twice the writes: 6 s a million records.)
   constexpr uint32_t kBatchWrites = 20'000;
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -477,18 +478,18 @@ Status RocksDbStore::MoveLegacyDedupRecords() {
                              .count();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), dedup_));
   rocksdb::WriteBatch wb;
-  uint64_t moved = 0;
+  uint64_t copied = 0;
   uint64_t dropped = 0;
   uint64_t malformed = 0;
   auto legacy = [](const rocksdb::Slice& key) {
     return key.empty() || static_cast<uint8_t>(key[0]) < static_cast<uint8_t>(kDedupKeyTag);
   };
   for (it->SeekToFirst(); it->Valid() && legacy(it->key()); it->Next()) {
-    if (moved + dropped + malformed == 0) {
-      spdlog::warn("store: moving the deduplication records of {} to their format-12 keys",
+    if (copied + dropped + malformed == 0) {
+      spdlog::warn("store: copying the deduplication records of {} to their format-12 keys",
                    options_.path);
-    } else if ((moved + dropped + malformed) % 1'000'000 == 0) {
-      spdlog::info("store: {} deduplication records moved so far, {} dropped", moved,
+    } else if ((copied + dropped + malformed) % 1'000'000 == 0) {
+      spdlog::info("store: {} deduplication records copied so far, {} dropped", copied,
                    dropped + malformed);
     }
     const std::string_view key(it->key().data(), it->key().size());
@@ -504,26 +505,25 @@ Status RocksDbStore::MoveLegacyDedupRecords() {
     }
     // An undecodable value moves as it is: the store's checks report it, lookups skip it.
     wb.Put(dedup_, DedupKey(ReadBigEndian64(key), key.substr(8)), it->value());
-    ++moved;
+    ++copied;
     if (wb.Count() >= kBatchWrites) {
       rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &wb);
       wb.Clear();
-      if (!s.ok()) return FromRocksDb(s, "cannot move the deduplication records (format 12)");
+      if (!s.ok()) return FromRocksDb(s, "cannot copy the deduplication records (format 12)");
     }
   }
   if (!it->status().ok()) {
     return FromRocksDb(it->status(), "cannot read the deduplication records (format 12)");
   }
-  if (moved + dropped + malformed == 0) return Status::Ok();
-  // Synced: the log then holds every copy before it (one log, written in order).
-  wb.DeleteRange(dedup_, rocksdb::Slice(), rocksdb::Slice(&kDedupKeyTag, 1));
-  if (Status s =
-          WriteUpgradeStep(db_.get(), &wb, "cannot move the deduplication records (format 12)");
-      !s.ok()) {
-    return s;
-  }
-  spdlog::warn("store: moved {} deduplication records to their format-12 keys, dropped {} expired",
-               moved, dropped);
+  if (copied + dropped + malformed == 0) return Status::Ok();
+  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &wb);
+  if (!s.ok()) return FromRocksDb(s, "cannot copy the deduplication records (format 12)");
+  // `last` is synced: the log then holds every copy before it (one log, written in order).
+  last->DeleteRange(dedup_, rocksdb::Slice(), rocksdb::Slice(&kDedupKeyTag, 1));
+  spdlog::warn(
+      "store: copied {} deduplication records to their format-12 keys, dropped {} expired; the "
+      "old keys go with the upgrade's last write",
+      copied, dropped);
   if (malformed > 0) {
     spdlog::error(
         "store: dropped {} deduplication records of an older format whose key was not 9 to {} "
