@@ -196,8 +196,9 @@ class RocksDbStore final : public MessageStore {
   // Recover, before anything is read).
   Status MoveLaneEntries();
   // Copies the dedup records of formats 7 to 11 to their format-12 keys (DedupKey), leaving
-  // out the expired ones, and adds the removal of their old keys to `last`, the upgrade's
-  // last write (Recover, upgrading: one seek when there is none).
+  // out the expired ones, through `last`, the upgrade's last write (empty when called), which
+  // it leaves holding the last copies and the removal of the old keys (Recover, upgrading:
+  // one seek when there is none).
   Status CopyLegacyDedupRecords(rocksdb::WriteBatch* last);
   void WriterLoop();
   void ReaderLoop();

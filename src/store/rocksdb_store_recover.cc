@@ -18,19 +18,6 @@
 #include "store/rocksdb_store.h"
 
 namespace wharf::store {
-namespace {
-
-// Writes one step (an atomic batch) of an upgrade that moves records, synced, and empties `wb`.
-Status WriteUpgradeStep(rocksdb::DB* db, rocksdb::WriteBatch* wb, const char* failure) {
-  if (wb->Count() == 0) return Status::Ok();
-  rocksdb::WriteOptions sync;
-  sync.sync = true;
-  rocksdb::Status s = db->Write(sync, wb);
-  wb->Clear();
-  return s.ok() ? Status::Ok() : FromRocksDb(s, failure);
-}
-
-}  // namespace
 
 Result<RecoveredState> RocksDbStore::Recover() {
   RecoveredState state;
@@ -424,8 +411,14 @@ Status RocksDbStore::MoveLaneEntries() {
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), stays));
   rocksdb::WriteBatch wb;
   uint64_t moved = 0;
-  auto write = [&] {
-    return WriteUpgradeStep(db_.get(), &wb, "cannot move the priority lanes' entries (format 11)");
+  auto write = [&]() -> Status {
+    if (wb.Count() == 0) return Status::Ok();
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rocksdb::Status s = db_->Write(sync, &wb);
+    wb.Clear();
+    return s.ok() ? Status::Ok()
+                  : FromRocksDb(s, "cannot move the priority lanes' entries (format 11)");
   };
   for (it->Seek(EntryKey(0, LaneBaseSeq(1))); it->Valid();) {
     auto parts = ParseEntryKey(std::string_view(it->key().data(), it->key().size()));
@@ -467,17 +460,17 @@ Status RocksDbStore::MoveLaneEntries() {
 Status RocksDbStore::CopyLegacyDedupRecords(rocksdb::WriteBatch* last) {
   // Formats 7 to 11 keyed a record fixed64be(queue-id) key: every such key starts with a 0
   // byte, before kDedupKeyTag, so they are the family's first keys and a store without them
-  // costs one seek. Each is copied to its new key, and `last` removes them all with one range
-  // deletion. A copy is the same each time it is made and nothing else writes before Recover
-  // returns, so an interrupted upgrade simply starts again. A record whose window has passed,
-  // or whose key is malformed, is not copied. (Copying and deleting each record in one batch
-  // took twice the writes: 6 s a million records.)
+  // costs one seek. Each is copied to its new key through `last`, written (unsynced) each time
+  // it holds kBatchWrites copies; it ends with the range deletion of the old keys, and Recover
+  // adds "F" and syncs it. A copy is the same each time it is made and nothing else writes
+  // before Recover returns, so an interrupted upgrade simply starts again. A record whose
+  // window has passed, or whose key is malformed, is not copied. (Copying and deleting each
+  // record in one batch took twice the writes: 6 s a million records.)
   constexpr uint32_t kBatchWrites = 20'000;
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), dedup_));
-  rocksdb::WriteBatch wb;
   uint64_t copied = 0;
   uint64_t dropped = 0;
   uint64_t malformed = 0;
@@ -493,22 +486,22 @@ Status RocksDbStore::CopyLegacyDedupRecords(rocksdb::WriteBatch* last) {
                    dropped + malformed);
     }
     const std::string_view key(it->key().data(), it->key().size());
-    auto record = DecodeDedupValue(std::string_view(it->value().data(), it->value().size()));
     if (key.size() <= 8 || key.size() > 8 + kMaxDedupKeyBytes) {
       // No key a window could hold: damage. Losing it costs at most one duplicate admitted.
       ++malformed;
       continue;
     }
+    auto record = DecodeDedupValue(std::string_view(it->value().data(), it->value().size()));
     if (record && record->expires_at_ms <= now_ms) {
       ++dropped;
       continue;
     }
     // An undecodable value moves as it is: the store's checks report it, lookups skip it.
-    wb.Put(dedup_, DedupKey(ReadBigEndian64(key), key.substr(8)), it->value());
+    last->Put(dedup_, DedupKey(ReadBigEndian64(key), key.substr(8)), it->value());
     ++copied;
-    if (wb.Count() >= kBatchWrites) {
-      rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &wb);
-      wb.Clear();
+    if (last->Count() >= kBatchWrites) {
+      rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), last);
+      last->Clear();
       if (!s.ok()) return FromRocksDb(s, "cannot copy the deduplication records (format 12)");
     }
   }
@@ -516,9 +509,7 @@ Status RocksDbStore::CopyLegacyDedupRecords(rocksdb::WriteBatch* last) {
     return FromRocksDb(it->status(), "cannot read the deduplication records (format 12)");
   }
   if (copied + dropped + malformed == 0) return Status::Ok();
-  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &wb);
-  if (!s.ok()) return FromRocksDb(s, "cannot copy the deduplication records (format 12)");
-  // `last` is synced: the log then holds every copy before it (one log, written in order).
+  // Synced by Recover: the log then holds every copy written before it (one log, in order).
   last->DeleteRange(dedup_, rocksdb::Slice(), rocksdb::Slice(&kDedupKeyTag, 1));
   spdlog::warn(
       "store: copied {} deduplication records to their format-12 keys, dropped {} expired; the "
