@@ -267,7 +267,7 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
     }
     if (key.size() > 8 && key[0] == 0) {  // formats 7 to 11, before the upgrade moved it
       return "queue id " + std::to_string(ReadBigEndian64(key)) + " deduplication id '" +
-             Printable(key.substr(8)) + "' (format 11)";
+             Printable(key.substr(8)) + "' (formats 7 to 11)";
     }
   } else if (family == rocksdb::kDefaultColumnFamilyName && !key.empty()) {
     switch (key[0]) {

@@ -307,7 +307,7 @@ TEST(DedupKeyTest, RisingNumbersRiseInByteOrder) {
   EXPECT_EQ(parts->key, "order-42");
   EXPECT_FALSE(ParseDedupKey(key.substr(0, key.size() - 1)));  // shorter than its length says
   EXPECT_FALSE(ParseDedupKey(key + "x"));
-  EXPECT_FALSE(ParseDedupKey(key.substr(1)));  // no tag: a format-11 key
+  EXPECT_FALSE(ParseDedupKey(key.substr(1)));  // without its tag
   EXPECT_FALSE(ParseDedupKey(""));
 }
 
