@@ -72,10 +72,17 @@ TEST(Priorities, AnUrgentMessageOvertakesAPagedBacklogAndEveryLaneSurvivesKill9)
   ASSERT_TRUE(client->Publish("", "jobs", At(0, kBacklog)).ok());
   auto consumer = server.Connect();
   ASSERT_NE(consumer, nullptr);
-  auto in_flight = consumer->Receive("jobs", 3, std::chrono::seconds(5));
-  ASSERT_TRUE(in_flight.ok());
-  ASSERT_EQ(in_flight->size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ((*in_flight)[i].message.body, "p5-" + std::to_string(i));
+  // A Receive takes what the lane holds in RAM at that moment; the rest of lane 5 may still be
+  // on its way from disk (CI once got two), so the three can take more than one Receive.
+  std::vector<std::string> in_flight;
+  for (int round = 0; round < 20 && in_flight.size() < 3; ++round) {
+    auto batch = consumer->Receive("jobs", 3 - static_cast<uint32_t>(in_flight.size()),
+                                   std::chrono::seconds(5));
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    for (const auto& d : *batch) in_flight.push_back(d.message.body);
+  }
+  ASSERT_EQ(in_flight.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(in_flight[i], "p5-" + std::to_string(i));
   // A confirmed publish elsewhere: the commits before it (the lane's delivery mark) are on
   // disk, so the three come back redelivered.
   QueueSpec other;
