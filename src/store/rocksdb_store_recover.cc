@@ -59,9 +59,9 @@ Result<RecoveredState> RocksDbStore::Recover() {
     // everything older reads as it is, once the lanes' entries are in their families (11;
     // formats 8 to 10 can have them, the rest has none and costs one seek) and the dedup
     // records are under their format-12 keys (formats 7 to 11 have some). Mark the directory
-    // as the current format in the write that ends the upgrade, before writing anything of
-    // it, so that an older build refuses it instead of misreading it, and opens it as it was
-    // when the upgrade did not finish.
+    // as the current format in the write that ends the upgrade, before anything of the new
+    // format is written, so that an older build refuses it instead of misreading it, and
+    // finds it as it was when the upgrade did not finish.
     if (value != "11") {
       if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
     }
