@@ -598,6 +598,7 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
         wb->Delete(meta_, RedriveKey(o.queue_id));
         // Its deduplication window: the records of a deleted queue are never read again.
         wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
+        dedup_high_.erase(o.queue_id);
       } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
         wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
       } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {

@@ -101,7 +101,10 @@ struct StoreCounters {
   uint64_t commits = 0;        // Commit() calls written
   uint64_t bytes_written = 0;  // WriteBatch bytes
   uint64_t elided = 0;         // entries put and removed in one group: never written
-  Histogram sync_ms;           // how long each synced write took (the fsync included)
+  // Deduplication keys read from the store: a key above every record of its queue needs none
+  // (RocksDbStore::DedupHighKey).
+  uint64_t dedup_reads = 0;
+  Histogram sync_ms;  // how long each synced write took (the fsync included)
 };
 
 class RocksDbStore final : public MessageStore {
@@ -313,6 +316,15 @@ class RocksDbStore final : public MessageStore {
   // Keys whose read failed in PrefetchDedup are read again, one Get each, by ApplyDedup; those
   // it recorded in this group (DedupKey -> message id). Cleared with references_.
   std::unordered_map<std::string, uint64_t> group_dedup_;
+  // The highest record key of each queue with a window that the writer has met since the store
+  // opened (DedupKey; empty: none). Every record of the queue is at or below it, so a key above
+  // it is new without a read: keys that rise with time (sequence numbers, ULIDs, timestamps)
+  // are never read. Read from the store once per queue, raised by each group's keys; one
+  // string per queue, whatever the window holds.
+  std::unordered_map<uint64_t, std::string> dedup_high_;
+  // The queue's entry of dedup_high_, read from the store the first time; null when that read
+  // failed (then every key of the queue is read).
+  const std::string* DedupHighKey(uint64_t queue_id);
   std::string dedup_value_;  // the record being written (reused)
   // Applies a PutDedup of `batch` (message_store.h): records the key or notes the duplicate.
   Status ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,

@@ -1,11 +1,14 @@
 // store/rocksdb_store_dedup.cc: the writer's side of publish deduplication windows
 // (docs/storage.md, "Deduplication is decided by the writer"; docs/lifecycle.md,
-// "Deduplication"). Before a write group is applied, its keys are read in one MultiGet and
-// every PutDedup of the group is decided (PrefetchDedup); applying each then writes its record
-// or notes the duplicate, whose entry is not written (RocksDbStore::Apply). Writer thread only.
+// "Deduplication"). Before a write group is applied, its keys are read in one MultiGet (but
+// for those above every record of their queue, which are new: DedupHighKey) and every PutDedup
+// of the group is decided (PrefetchDedup); applying each then writes its record or notes the
+// duplicate, whose entry is not written (RocksDbStore::Apply). Writer thread only.
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,23 +42,50 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
   for (size_t i = 0; i < dedup_plan_.size(); ++i) {
     dedup_plan_[i].outcome->plan = static_cast<uint32_t>(i);
   }
-  std::vector<rocksdb::Slice> keys;  // each key once
-  std::vector<size_t> firsts;        // where each key's publishes begin in dedup_plan_
+  // Each key once; those of a queue are together, in byte order. Only a key at or below the
+  // highest its queue has recorded is read (DedupHighKey): rising keys need no read at all.
+  std::vector<size_t> firsts;  // where each key's publishes begin in dedup_plan_
   for (size_t i = 0; i < dedup_plan_.size(); ++i) {
-    if (i == 0 || dedup_plan_[i].key != dedup_plan_[i - 1].key) {
-      keys.emplace_back(dedup_plan_[i].key);
-      firsts.push_back(i);
-    }
+    if (i == 0 || dedup_plan_[i].key != dedup_plan_[i - 1].key) firsts.push_back(i);
   }
   firsts.push_back(dedup_plan_.size());
+  const size_t distinct = firsts.size() - 1;
+  constexpr size_t kUnread = SIZE_MAX;
+  std::vector<size_t> read_as(distinct, kUnread);  // its index in `keys`, or kUnread
+  std::vector<rocksdb::Slice> keys;
+  for (size_t k = 0; k < distinct; ++k) {
+    const PlannedDedup& planned = dedup_plan_[firsts[k]];
+    const std::string* high = DedupHighKey(planned.op->queue_id);
+    if (high && planned.key > *high) continue;  // above every record of its queue
+    read_as[k] = keys.size();
+    keys.emplace_back(planned.key);
+  }
+  // Then the queues' highest keys take this group's (the last key of each queue's run). Should
+  // the write fail, they are only higher than needed: a few reads too many.
+  for (size_t k = 0; k < distinct; ++k) {
+    const PlannedDedup& planned = dedup_plan_[firsts[k]];
+    const bool last_of_queue =
+        k + 1 == distinct || dedup_plan_[firsts[k + 1]].op->queue_id != planned.op->queue_id;
+    if (!last_of_queue) continue;
+    if (auto it = dedup_high_.find(planned.op->queue_id);
+        it != dedup_high_.end() && planned.key > it->second) {
+      it->second = planned.key;
+    }
+  }
   std::vector<rocksdb::PinnableSlice> values(keys.size());
   std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), dedup_, keys.size(), keys.data(), values.data(),
-                statuses.data(), /*sorted_input=*/true);
-  for (size_t k = 0; k < keys.size(); ++k) {
-    if (!statuses[k].ok() && !statuses[k].IsNotFound()) continue;  // ApplyDedup reads it again
+  if (!keys.empty()) {
+    db_->MultiGet(rocksdb::ReadOptions(), dedup_, keys.size(), keys.data(), values.data(),
+                  statuses.data(), /*sorted_input=*/true);
+    std::lock_guard lock(mu_);
+    counters_.dedup_reads += keys.size();
+  }
+  for (size_t k = 0; k < distinct; ++k) {
     std::optional<DedupValue> record;
-    if (statuses[k].ok()) record = DecodeDedupValue(values[k].ToStringView());
+    if (const size_t r = read_as[k]; r != kUnread) {
+      if (!statuses[r].ok() && !statuses[r].IsNotFound()) continue;  // ApplyDedup reads it again
+      if (statuses[r].ok()) record = DecodeDedupValue(values[r].ToStringView());
+    }
     uint64_t recorded = 0;  // the message of this group that recorded the key
     for (size_t i = firsts[k]; i < firsts[k + 1]; ++i) {
       const StoreBatch::PutDedup& op = *dedup_plan_[i].op;
@@ -68,6 +98,22 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
       if (outcome.duplicate_of == 0) recorded = op.message_id;
     }
   }
+}
+
+const std::string* RocksDbStore::DedupHighKey(uint64_t queue_id) {
+  if (auto it = dedup_high_.find(queue_id); it != dedup_high_.end()) return &it->second;
+  // First seen since the store opened: its last record, if any (every record was written
+  // before this read or by this writer since, which keeps the highest up to date).
+  const std::string from = DedupKey(queue_id, "");
+  const std::string to = DedupKey(queue_id + 1, "");
+  rocksdb::Slice lower(from);
+  rocksdb::ReadOptions read;
+  read.iterate_lower_bound = &lower;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, dedup_));
+  it->SeekForPrev(to);
+  if (!it->status().ok()) return nullptr;  // every key of it is read until this works
+  std::string high = it->Valid() ? it->key().ToString() : std::string();
+  return &dedup_high_.emplace(queue_id, std::move(high)).first->second;
 }
 
 Status RocksDbStore::ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,

@@ -204,7 +204,9 @@ Status RocksDbStore::OpenDb() {
   // Nearly every lookup is for a key that is not there (a first publish): a bloom filter over
   // the memtables' keys answers those without searching the skip lists.
   dedup.memtable_whole_key_filtering = true;
-  dedup.memtable_prefix_bloom_size_ratio = 0.05;
+  // About 10 bits a key (a 16 MiB memtable holds about 200,000 records); at 5% (26 bits a
+  // key) its misses in the CPU cache cost the writer 0.1 µs a message more (docs/benchmarks.md).
+  dedup.memtable_prefix_bloom_size_ratio = 0.015;
   // A table of a million keys has a 1.2 MiB filter. Whole, it is larger than a shard of the
   // block cache (32 MiB in 64 shards, and the memtables' charge fills it while publishes run),
   // so it was never kept: every lookup read and checksummed it again (7,000 msg/s after the

@@ -179,6 +179,55 @@ TEST_F(DedupStoreTest, OneGroupFindsKeysInTablesInTheMemtableAndEarlierInItself)
   EXPECT_EQ(LoadIds(kQueue).size(), kOld + kRecent + kNew);
 }
 
+TEST_F(DedupStoreTest, KeysAboveEveryRecordOfTheirQueueAreNotReadAndTheRestAreStillFound) {
+  // The writer reads a key only when it is not above the highest its queue has recorded
+  // (RocksDbStore::DedupHighKey): rising keys are never read, and nothing that is recorded is
+  // missed, neither after a reopen (the highest read back from the store) nor with another
+  // queue's higher keys about.
+  DeclareQueue(kQueue, "q");
+  DeclareQueue(2, "r");
+  auto reads = [&] { return store_->counters().dedup_reads; };
+  uint64_t seq = 1, id = 100;
+  StoreBatch rising;  // a higher queue's keys are higher still: they must not count for q
+  AddPublish(&rising, 2, 1, id++, "z-99");
+  for (int i = 10; i < 20; ++i) AddPublish(&rising, kQueue, seq++, id++, "k-" + std::to_string(i));
+  ASSERT_TRUE(Commit(std::move(rising)).ok());
+  EXPECT_EQ(reads(), 0u);  // an empty window, then keys above it
+
+  StoreBatch more;
+  auto next = AddPublish(&more, kQueue, seq++, id++, "k-20");
+  auto top_again = AddPublish(&more, kQueue, seq++, id++, "k-20");  // this group's own
+  ASSERT_TRUE(Commit(std::move(more)).ok());
+  EXPECT_EQ(next->duplicate_of, 0u);
+  EXPECT_EQ(top_again->duplicate_of, 111u);
+  EXPECT_EQ(reads(), 0u);
+
+  StoreBatch below;  // the highest, one below it, and a new key below it: each read
+  auto highest = AddPublish(&below, kQueue, seq++, id++, "k-20");
+  auto lower = AddPublish(&below, kQueue, seq++, id++, "k-12");
+  auto gap = AddPublish(&below, kQueue, seq++, id++, "k-1a");  // "k-19" < it < "k-20"
+  auto in_r = AddPublish(&below, 2, 2, id++, "k-11");          // q's key, r's window
+  ASSERT_TRUE(Commit(std::move(below)).ok());
+  EXPECT_EQ(highest->duplicate_of, 111u);
+  EXPECT_EQ(lower->duplicate_of, 103u);
+  EXPECT_EQ(gap->duplicate_of, 0u);
+  EXPECT_EQ(in_r->duplicate_of, 0u);
+  EXPECT_EQ(reads(), 4u);
+
+  Reopen();  // the highest is read back from the store, once per queue
+  StoreBatch after;
+  auto top_after = AddPublish(&after, kQueue, seq++, id++, "k-20");
+  auto low_after = AddPublish(&after, kQueue, seq++, id++, "k-10");
+  auto r_after = AddPublish(&after, 2, 3, id++, "z-99");
+  auto above = AddPublish(&after, kQueue, seq++, id++, "k-21");
+  ASSERT_TRUE(Commit(std::move(after)).ok());
+  EXPECT_EQ(top_after->duplicate_of, 111u);
+  EXPECT_EQ(low_after->duplicate_of, 101u);
+  EXPECT_EQ(r_after->duplicate_of, 100u);
+  EXPECT_EQ(above->duplicate_of, 0u);
+  EXPECT_EQ(store_->counters().dedup_reads, 3u);  // all but "k-21"
+}
+
 TEST_F(DedupStoreTest, AnExpiredKeyIsAcceptedAgainAndWindowsArePerQueue) {
   DeclareQueue(kQueue, "q");
   DeclareQueue(2, "r");
