@@ -324,7 +324,7 @@ class RocksDbStore final : public MessageStore {
   std::unordered_map<uint64_t, std::string> dedup_high_;
   // The queue's entry of dedup_high_, read from the store the first time; null when that read
   // failed (then every key of the queue is read).
-  const std::string* DedupHighKey(uint64_t queue_id);
+  std::string* DedupHighKey(uint64_t queue_id);
   std::string dedup_value_;  // the record being written (reused)
   // Applies a PutDedup of `batch` (message_store.h): records the key or notes the duplicate.
   Status ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,

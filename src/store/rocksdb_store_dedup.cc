@@ -55,22 +55,16 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
   std::vector<rocksdb::Slice> keys;
   for (size_t k = 0; k < distinct; ++k) {
     const PlannedDedup& planned = dedup_plan_[firsts[k]];
-    const std::string* high = DedupHighKey(planned.op->queue_id);
-    if (high && planned.key > *high) continue;  // above every record of its queue
+    std::string* high = DedupHighKey(planned.op->queue_id);
+    if (high && planned.key > *high) {
+      // Above every record of its queue: new, and now the queue's highest (the queue's keys
+      // come in byte order, so the next is compared with it). Should the write fail, the
+      // highest is only higher than needed: a few reads too many.
+      *high = planned.key;
+      continue;
+    }
     read_as[k] = keys.size();
     keys.emplace_back(planned.key);
-  }
-  // Then the queues' highest keys take this group's (the last key of each queue's run). Should
-  // the write fail, they are only higher than needed: a few reads too many.
-  for (size_t k = 0; k < distinct; ++k) {
-    const PlannedDedup& planned = dedup_plan_[firsts[k]];
-    const bool last_of_queue =
-        k + 1 == distinct || dedup_plan_[firsts[k + 1]].op->queue_id != planned.op->queue_id;
-    if (!last_of_queue) continue;
-    if (auto it = dedup_high_.find(planned.op->queue_id);
-        it != dedup_high_.end() && planned.key > it->second) {
-      it->second = planned.key;
-    }
   }
   std::vector<rocksdb::PinnableSlice> values(keys.size());
   std::vector<rocksdb::Status> statuses(keys.size());
@@ -100,7 +94,7 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group) {
   }
 }
 
-const std::string* RocksDbStore::DedupHighKey(uint64_t queue_id) {
+std::string* RocksDbStore::DedupHighKey(uint64_t queue_id) {
   if (auto it = dedup_high_.find(queue_id); it != dedup_high_.end()) return &it->second;
   // First seen since the store opened: its last record, if any (every record was written
   // before this read or by this writer since, which keeps the highest up to date).
