@@ -228,6 +228,23 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
     w.Sample("wharf_store_writes_total", "", static_cast<double>(store->writes));
     w.Header("wharf_store_syncs_total", "counter", "Synced writes to the store.");
     w.Sample("wharf_store_syncs_total", "", static_cast<double>(store->syncs));
+    w.Header("wharf_store_dedup_reads_total", "counter",
+             "Deduplication keys read from the store (keys above every record of their queue "
+             "are new without a read).");
+    w.Sample("wharf_store_dedup_reads_total", "", static_cast<double>(store->dedup_reads));
+    w.Header("wharf_store_dedup_runs_total", "counter",
+             "Deduplication runs written: a write group's keys above every record of their "
+             "queue, in one record.");
+    w.Sample("wharf_store_dedup_runs_total", "", static_cast<double>(store->dedup_runs));
+    w.Header("wharf_store_dedup_runs_converted_total", "counter",
+             "Deduplication runs found interleaved with other keys, rewritten as records of "
+             "their own.");
+    w.Sample("wharf_store_dedup_runs_converted_total", "",
+             static_cast<double>(store->dedup_runs_converted));
+    w.Header("wharf_store_dedup_run_lookups_total", "counter",
+             "Deduplication keys looked up among their queue's runs.");
+    w.Sample("wharf_store_dedup_run_lookups_total", "",
+             static_cast<double>(store->dedup_run_lookups));
   }
   return w.Take();
 }

@@ -6,9 +6,18 @@
 
 namespace wharf::store {
 
-bool DedupExpiry::Filter(int /*level*/, const rocksdb::Slice& /*key*/, const rocksdb::Slice& value,
+bool DedupExpiry::Filter(int /*level*/, const rocksdb::Slice& key, const rocksdb::Slice& value,
                          std::string* /*new_value*/, bool* /*value_changed*/) const {
-  auto record = DecodeDedupValue(std::string_view(value.data(), value.size()));
+  const std::string_view bytes(value.data(), value.size());
+  if (!key.empty() && key[0] == kDedupRunTag) {
+    bool live = false;
+    const bool whole = ForEachDedupRunEntry(bytes, [&](std::string_view, const DedupValue& record) {
+      live = record.expires_at_ms > now_ms_;
+      return !live;  // one live record keeps the run
+    });
+    return whole && !live;
+  }
+  auto record = DecodeDedupValue(bytes);
   return record && record->expires_at_ms <= now_ms_;
 }
 

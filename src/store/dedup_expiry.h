@@ -28,8 +28,9 @@ class DedupExpiry final : public rocksdb::CompactionFilter {
   // Records that expire at or before now_ms (Unix ms) are dropped.
   explicit DedupExpiry(int64_t now_ms) : now_ms_(now_ms) {}
   const char* Name() const override { return "WharfDedupExpiry"; }
-  // True (drop) for a record whose expiry is at or before now; a value that does not decode
-  // is kept (the store's checks report it).
+  // True (drop) for a record whose expiry is at or before now, and for a run (keys.h) whose
+  // every record has expired; a value that does not decode is kept (the store's checks report
+  // it).
   bool Filter(int level, const rocksdb::Slice& key, const rocksdb::Slice& value,
               std::string* new_value, bool* value_changed) const override;
 

@@ -146,11 +146,27 @@ std::string DedupKey(uint64_t queue_id, std::string_view key) {
   return out;
 }
 
+std::string DedupRunKey(uint64_t queue_id, std::string_view key) {
+  return DedupRunKeyOf(DedupKey(queue_id, key));
+}
+
+std::string DedupRunKeyOf(std::string_view dedup_key) {
+  std::string out(dedup_key);
+  if (!out.empty()) out[0] = kDedupRunTag;
+  return out;
+}
+
+std::string DedupKeyOfRun(std::string_view run_key) {
+  std::string out(run_key);
+  if (!out.empty()) out[0] = kDedupKeyTag;
+  return out;
+}
+
 std::optional<DedupKeyParts> ParseDedupKey(std::string_view key) {
-  if (key.size() < 10 || key[0] != kDedupKeyTag) return std::nullopt;
+  if (key.size() < 10 || (key[0] != kDedupKeyTag && key[0] != kDedupRunTag)) return std::nullopt;
   const size_t length = static_cast<uint8_t>(key[9]);
   if (key.size() != 10 + length) return std::nullopt;
-  return DedupKeyParts{ReadBigEndian64(key.substr(1, 8)), key.substr(10)};
+  return DedupKeyParts{ReadBigEndian64(key.substr(1, 8)), key.substr(10), key[0] == kDedupRunTag};
 }
 
 std::string EncodeDedupValue(const DedupValue& value) {
@@ -169,6 +185,28 @@ std::optional<DedupValue> DecodeDedupValue(std::string_view value) {
   if (value.size() != 16) return std::nullopt;
   return DedupValue{ReadLittleEndian64(value),
                     static_cast<int64_t>(ReadLittleEndian64(value.substr(8)))};
+}
+
+void AppendDedupRunEntry(std::string_view key, const DedupValue& value, std::string* out) {
+  out->push_back(static_cast<char>(static_cast<uint8_t>(key.size())));
+  out->append(key);
+  AppendLittleEndian64(out, value.message_id);
+  AppendLittleEndian64(out, static_cast<uint64_t>(value.expires_at_ms));
+}
+
+bool ForEachDedupRunEntry(std::string_view run,
+                          const std::function<bool(std::string_view, const DedupValue&)>& each) {
+  if (run.empty()) return false;
+  while (!run.empty()) {
+    const size_t length = static_cast<uint8_t>(run[0]);
+    if (length == 0 || run.size() < 1 + length + 16) return false;
+    const std::string_view key = run.substr(1, length);
+    const DedupValue value{ReadLittleEndian64(run.substr(1 + length)),
+                           static_cast<int64_t>(ReadLittleEndian64(run.substr(9 + length)))};
+    run.remove_prefix(1 + length + 16);
+    if (!each(key, value)) return true;
+  }
+  return true;
 }
 
 std::optional<EntryValue> DecodeEntryValue(std::string_view value) {

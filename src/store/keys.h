@@ -52,8 +52,14 @@
 //     The length before the key makes ids that rise as numbers ("9", "10") rise in byte
 //     order too. Formats 7 to 11 wrote fixed64be(queue-id) dedup-key, whose first byte is 0
 //     (queue ids are below 2^56); Recover moves such records (CopyLegacyDedupRecords).
-//     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it
-//     (store/dedup_expiry.h).
+//     'r' fixed64be(queue-id) byte(n) dedup-key -> dedup-run (format 13)
+//     A run: the records of keys one write group found above every record of their queue
+//     (at least kMinDedupRunKeys of them), in one value, under the run's highest key.
+//     dedup-run := (byte(n) dedup-key fixed64le(message-id) fixed64le(expires-at-ms))+,
+//     in the byte order of their 'k' keys. Runs of a queue never overlap, one another nor
+//     any record written before them (RocksDbStore::PrefetchDedup).
+//     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it, and a
+//     run once every record in it has expired (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
 //                  [fixed32le(n) AttemptsRecord(n bytes)] [MessageRecord]
 //     flags: kEntryInline    the MessageRecord follows in the value (a message in one queue:
@@ -73,6 +79,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,8 +122,10 @@ namespace wharf::store {
 // ('k', queue id, length, key); the records of formats 7-11 are copied to their new keys (the
 // expired ones left out), then one synced write range-deletes the old keys and rewrites "F",
 // so an interrupted upgrade starts again. A format-11 build would not find the moved records:
-// it would take a retried publish for a new one.
-inline constexpr int kFormatVersion = 12;
+// it would take a retried publish for a new one. 13 - dedup runs ('r' keys); 1-12 are upgraded
+// as 12 is (none has a run). A format-12 build would not find the records in runs: it would
+// take a retried publish for a new one.
+inline constexpr int kFormatVersion = 13;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -207,11 +216,20 @@ std::optional<PurgeValue> DecodePurgeValue(std::string_view value);
 // every record of queue q. Every key a format before 12 wrote sorts before kDedupKeyTag.
 inline constexpr char kDedupKeyTag = 'k';
 std::string DedupKey(uint64_t queue_id, std::string_view key);
+// A run of deduplication records, under the highest key in it: DedupKey with kDedupRunTag.
+// DedupRunKey(q, "") to DedupRunKey(q + 1, "") spans every run of queue q.
+inline constexpr char kDedupRunTag = 'r';
+std::string DedupRunKey(uint64_t queue_id, std::string_view key);
+// The DedupRunKey of a DedupKey, and back: the same bytes after the tag.
+std::string DedupRunKeyOf(std::string_view dedup_key);
+std::string DedupKeyOfRun(std::string_view run_key);
 struct DedupKeyParts {
   uint64_t queue_id = 0;
   std::string_view key;  // a view into the key parsed
+  bool run = false;      // a DedupRunKey (the highest key of a run)
 };
-// The parts of a DedupKey, or nullopt when `key` is not one (a length that does not match).
+// The parts of a DedupKey or DedupRunKey, or nullopt when `key` is neither (a length that does
+// not match).
 std::optional<DedupKeyParts> ParseDedupKey(std::string_view key);
 struct DedupValue {
   uint64_t message_id = 0;    // the message accepted with the key
@@ -221,6 +239,16 @@ std::string EncodeDedupValue(const DedupValue& value);
 // The same into *out, which it replaces (the writer reuses one string).
 void EncodeDedupValue(const DedupValue& value, std::string* out);
 std::optional<DedupValue> DecodeDedupValue(std::string_view value);
+// A run holds at least this many keys; fewer are written as records of their own. A run can
+// make the writer look a key up in it (a seek: RocksDbStore::FindInDedupRun), so keys that
+// come in no order, of which few are above the highest, must not make runs.
+inline constexpr size_t kMinDedupRunKeys = 8;
+// Appends a key (1 to kMaxDedupKeyBytes bytes) and its record to a run's value.
+void AppendDedupRunEntry(std::string_view key, const DedupValue& value, std::string* out);
+// Calls `each(key, record)` for every entry of a run's value in order, until it returns false.
+// False when the value is malformed (the entries before were passed).
+bool ForEachDedupRunEntry(std::string_view run,
+                          const std::function<bool(std::string_view, const DedupValue&)>& each);
 
 std::string DelayedKey(uint64_t queue_id, int64_t due_ms, uint64_t message_id);
 struct DelayedKeyParts {

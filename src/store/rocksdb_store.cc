@@ -252,6 +252,8 @@ void RocksDbStore::WriterLoop() {
     PlanGroup(group);
     if (error_.ok()) PrefetchDedup(group);
     Status status = error_;
+    // Before the group's ops: a queue removed in the group takes the records with it.
+    if (status.ok()) WriteDedupConversions(&wb);
     // Topology that failed to reach the disk goes first, so it is written with (or before)
     // anything confirmed into it; later ops of this group (a deletion) override it.
     if (status.ok() && !unwritten_topology_.empty()) status = Apply(unwritten_topology_, &wb);
@@ -272,6 +274,8 @@ void RocksDbStore::WriterLoop() {
     references_.clear();  // written, or lost with the failed write: either way, read anew
     group_dedup_.clear();
     dedup_plan_.clear();
+    dedup_runs_.clear();
+    DedupWritten(status.ok());
     if (!status.ok()) {
       // Purges of this group are not on disk: nothing to hide or remove (the broker undoes
       // its count of them when it gets the failed commit).
@@ -598,7 +602,8 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
         wb->Delete(meta_, RedriveKey(o.queue_id));
         // Its deduplication window: the records of a deleted queue are never read again.
         wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
-        dedup_high_.erase(o.queue_id);
+        wb->DeleteRange(dedup_, DedupRunKey(o.queue_id, ""), DedupRunKey(o.queue_id + 1, ""));
+        dedup_bounds_.erase(o.queue_id);
       } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
         wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
       } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {

@@ -262,7 +262,8 @@ std::string DescribeKey(std::string_view family, std::string_view key) {
     return queue + " delayed messages";
   } else if (family == kColumnDedup) {
     if (auto parts = ParseDedupKey(key)) {
-      return "queue id " + std::to_string(parts->queue_id) + " deduplication id '" +
+      return "queue id " + std::to_string(parts->queue_id) +
+             (parts->run ? " deduplication ids up to '" : " deduplication id '") +
              Printable(parts->key) + "'";
     }
     if (key.size() > 8 && key[0] == 0) {  // formats 7 to 11, before the upgrade moved it

@@ -2,8 +2,10 @@
 // a publisher that retries every publish after the broker was killed mid-confirm ends with
 // each id exactly once in the queue, and the confirms of the retries say which were
 // duplicates; an id sent as the publish's deduplication_id and as the x-deduplication-header
-// is one key; the deduplication_id is checked and not delivered.
+// is one key; the deduplication_id is checked and not delivered. The rising ids are written in
+// runs, and the retries are looked up in them (docs/storage.md).
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <chrono>
 #include <deque>
@@ -75,8 +77,19 @@ Status DeclareDurable(Client& client, const std::string& name, bool windowed) {
   return client.DeclareQueue(spec).status();
 }
 
+// A counter of the store's from /metrics.
+double StoreCounter(const TestServer& server, const std::string& name) {
+  httplib::Client http("127.0.0.1", server.metrics_port());
+  http.set_read_timeout(5, 0);
+  auto res = http.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  const size_t at = res->body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(res->body.substr(at + name.size() + 2));
+}
+
 TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
-  TestServer server;
+  TestServer server({"--metrics-listen", "127.0.0.1:0"});
   {
     auto admin = server.Connect();
     ASSERT_NE(admin, nullptr);
@@ -102,6 +115,7 @@ TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
   ASSERT_GT(before.size(), 0u);
   ASSERT_LT(before.size(), static_cast<size_t>(kMessages)) << "the kill came too late";
   ASSERT_TRUE(server.Restart()) << server.Log();
+  ASSERT_NE(server.metrics_port(), 0);
 
   // The retry: every publish again, whatever its fate was, each key in the other carrier.
   auto publisher = server.Connect();
@@ -119,6 +133,10 @@ TEST(Dedup, ARetryingPublisherEndsWithEachIdOnceAfterAKill9MidConfirm) {
   // At least those confirmed before; more when the kill fell after a write but before its
   // confirm left.
   EXPECT_GE(duplicates, before.size());
+  // The ids rise, so most were written in runs (keys.h), and the retries after the restart
+  // were looked up in the runs read back from the store.
+  EXPECT_GT(StoreCounter(server, "wharf_store_dedup_runs_total"), 0);
+  EXPECT_GT(StoreCounter(server, "wharf_store_dedup_run_lookups_total"), 0);
 
   std::multiset<std::string> bodies;
   while (true) {

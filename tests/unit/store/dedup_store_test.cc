@@ -228,6 +228,132 @@ TEST_F(DedupStoreTest, KeysAboveEveryRecordOfTheirQueueAreNotReadAndTheRestAreSt
   EXPECT_EQ(store_->counters().dedup_reads, 3u);  // all but "k-21"
 }
 
+TEST_F(DedupStoreTest, KeysAboveEveryRecordAreWrittenInRunsThatAreFoundAgainAfterAReopen) {
+  // Once a queue has records, a group's keys above all of them (at least kMinDedupRunKeys)
+  // are written as one run ('r' key, keys.h). Every key in a run is a duplicate afterwards,
+  // a key between two of its keys is not, and the lookups stay exact after a reopen (the
+  // bounds read back from the store).
+  DeclareQueue(kQueue, "q");
+  auto counters = [&] { return store_->counters(); };
+  auto key = [](int i) { return "a-" + std::to_string(i); };  // 4 bytes for 10 to 99
+  uint64_t seq = 1;
+  StoreBatch first;  // an empty window: records of their own
+  for (int i = 10; i < 14; ++i) AddPublish(&first, kQueue, seq++, 100 + i, key(i));
+  ASSERT_TRUE(Commit(std::move(first)).ok());
+  EXPECT_EQ(counters().dedup_runs, 0u);
+
+  StoreBatch rising;  // even keys 20 to 48 (15 of them), each id 100 + key; one twice
+  for (int i = 20; i < 50; i += 2) AddPublish(&rising, kQueue, seq++, 100 + i, key(i));
+  auto again_in_group = AddPublish(&rising, kQueue, seq++, 999, key(30));
+  ASSERT_TRUE(Commit(std::move(rising)).ok());
+  EXPECT_EQ(again_in_group->duplicate_of, 130u);
+  EXPECT_EQ(counters().dedup_runs, 1u);
+  EXPECT_EQ(counters().dedup_reads, 0u);
+
+  StoreBatch few;  // above everything but too few for a run
+  for (int i = 60; i < 63; ++i) AddPublish(&few, kQueue, seq++, 100 + i, key(i));
+  ASSERT_TRUE(Commit(std::move(few)).ok());
+  EXPECT_EQ(counters().dedup_runs, 1u);
+
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    const StoreCounters before = counters();
+    StoreBatch retries;
+    std::vector<std::pair<testing::DedupOutcomeRef, uint64_t>> expect;
+    for (int i : {11, 20, 30, 48, 61}) {  // alone, in the run (first, middle, last), alone
+      expect.emplace_back(AddPublish(&retries, kQueue, seq++, 500 + i, key(i)), 100 + i);
+    }
+    ASSERT_TRUE(Commit(std::move(retries)).ok());
+    for (auto& [outcome, holder] : expect) EXPECT_EQ(outcome->duplicate_of, holder);
+    // Three of them within the run's span: looked up in it.
+    EXPECT_EQ(counters().dedup_run_lookups - before.dedup_run_lookups, 3u);
+    EXPECT_EQ(counters().dedup_reads - before.dedup_reads, 5u);
+  };
+  check("before a reopen");
+  Reopen();
+  check("after a reopen");
+
+  // A key in the run's span that the run does not hold is new, and recorded alone; the run,
+  // found interleaved with other keys, is rewritten as records of their own in the same write.
+  StoreBatch between;
+  auto odd = AddPublish(&between, kQueue, seq++, 700, key(25));
+  auto in_run = AddPublish(&between, kQueue, seq++, 701, key(26));
+  ASSERT_TRUE(Commit(std::move(between)).ok());
+  EXPECT_EQ(odd->duplicate_of, 0u);
+  EXPECT_EQ(in_run->duplicate_of, 126u);
+  EXPECT_EQ(counters().dedup_runs_converted, 1u);
+  const StoreCounters converted = counters();
+  StoreBatch after_conversion;
+  auto odd_retry = AddPublish(&after_conversion, kQueue, seq++, 702, key(25));
+  std::vector<std::pair<testing::DedupOutcomeRef, uint64_t>> expect;
+  for (int i : {20, 34, 48}) {
+    expect.emplace_back(AddPublish(&after_conversion, kQueue, seq++, 800 + i, key(i)), 100 + i);
+  }
+  ASSERT_TRUE(Commit(std::move(after_conversion)).ok());
+  EXPECT_EQ(odd_retry->duplicate_of, 700u);
+  for (auto& [outcome, holder] : expect) EXPECT_EQ(outcome->duplicate_of, holder);
+  // Read alone now, and in the gap the run left: not looked up among runs.
+  EXPECT_EQ(counters().dedup_run_lookups, converted.dedup_run_lookups);
+  EXPECT_EQ(counters().dedup_runs_converted, 1u);
+
+  // Every accepted publish is in the queue, none of the duplicates.
+  EXPECT_EQ(LoadIds(kQueue).size(), 4u + 15u + 3u + 1u);
+}
+
+TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) {
+  // Two publishers with keys of their own, rising: one group's keys of both above the highest
+  // make one run spanning from the lower publisher's keys to the higher's. The lower one's
+  // next keys fall between the two inside that run, which is then rewritten as records of
+  // their own (RocksDbStore::dedup_conversions_); from the next group on, the writer knows no
+  // run holds keys there and does not look them up (RocksDbStore::DedupBounds::gaps).
+  DeclareQueue(kQueue, "q");
+  uint64_t seq = 1, id = 100;
+  StoreBatch start;
+  AddPublish(&start, kQueue, seq++, id++, "a-00");
+  ASSERT_TRUE(Commit(std::move(start)).ok());
+  StoreBatch both;
+  for (int i = 10; i < 20; ++i) {
+    AddPublish(&both, kQueue, seq++, id++, "a-" + std::to_string(i));
+    AddPublish(&both, kQueue, seq++, id++, "b-" + std::to_string(i));
+  }
+  ASSERT_TRUE(Commit(std::move(both)).ok());
+  ASSERT_EQ(store_->counters().dedup_runs, 1u);
+  for (int from : {20, 30}) {  // each group: a's next ten keys and b's
+    const StoreCounters before = store_->counters();
+    StoreBatch next;
+    std::vector<testing::DedupOutcomeRef> outcomes;
+    for (int i = from; i < from + 10; ++i) {
+      outcomes.push_back(AddPublish(&next, kQueue, seq++, id++, "a-" + std::to_string(i)));
+      outcomes.push_back(AddPublish(&next, kQueue, seq++, id++, "b-" + std::to_string(i)));
+    }
+    ASSERT_TRUE(Commit(std::move(next)).ok());
+    for (auto& outcome : outcomes) EXPECT_EQ(outcome->duplicate_of, 0u);
+    // a's keys: read (below the highest), looked up among runs in the group that finds the
+    // mixed run, none after; b's: above the highest, a run.
+    EXPECT_EQ(store_->counters().dedup_reads - before.dedup_reads, 10u);
+    EXPECT_EQ(store_->counters().dedup_run_lookups - before.dedup_run_lookups,
+              from == 20 ? 10u : 0u);
+    EXPECT_EQ(store_->counters().dedup_runs - before.dedup_runs, 1u);
+    EXPECT_EQ(store_->counters().dedup_runs_converted, 1u);
+  }
+  // And every key is still found: a's and b's of the converted run, b's of the last, a's
+  // recorded alone; after a reopen too (the gaps are forgotten, then learnt again).
+  for (const char* when : {"before a reopen", "after a reopen"}) {
+    SCOPED_TRACE(when);
+    StoreBatch retries;
+    auto a = AddPublish(&retries, kQueue, seq++, id++, "a-15");
+    auto b_old = AddPublish(&retries, kQueue, seq++, id++, "b-15");
+    auto b = AddPublish(&retries, kQueue, seq++, id++, "b-35");
+    auto a_new = AddPublish(&retries, kQueue, seq++, id++, "a-35");
+    ASSERT_TRUE(Commit(std::move(retries)).ok());
+    EXPECT_EQ(a->duplicate_of, 111u);  // ids: a-00 100, then a-10 101, b-10 102, a-11 103...
+    EXPECT_EQ(b_old->duplicate_of, 112u);
+    EXPECT_NE(b->duplicate_of, 0u);
+    EXPECT_NE(a_new->duplicate_of, 0u);
+    Reopen();
+  }
+}
+
 TEST_F(DedupStoreTest, AnExpiredKeyIsAcceptedAgainAndWindowsArePerQueue) {
   DeclareQueue(kQueue, "q");
   DeclareQueue(2, "r");
@@ -281,6 +407,10 @@ TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
   StoreBatch first;
   AddPublish(&first, kQueue, 1, 10, "k");
   ASSERT_TRUE(Commit(std::move(first)).ok());
+  StoreBatch run;  // and a run
+  for (int i = 0; i < 10; ++i) AddPublish(&run, kQueue, 2 + i, 20 + i, "r-" + std::to_string(i));
+  ASSERT_TRUE(Commit(std::move(run)).ok());
+  ASSERT_EQ(store_->counters().dedup_runs, 1u);
   StoreBatch remove;
   remove.Add(StoreBatch::RemoveQueue{"q", kQueue});
   ASSERT_TRUE(Commit(std::move(remove)).ok());
@@ -313,12 +443,24 @@ TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   ASSERT_TRUE(db->Put({}, DedupKey(1, "old"), EncodeDedupValue({10, now - 1})).ok());
   ASSERT_TRUE(db->Put({}, DedupKey(1, "live"), EncodeDedupValue({11, now + 3'600'000})).ok());
   ASSERT_TRUE(db->Put({}, DedupKey(1, "odd"), "not a record").ok());
+  // Runs: one whose every record has expired, one with a live record among expired ones.
+  std::string expired_run, live_run;
+  AppendDedupRunEntry("a", {12, now - 2}, &expired_run);
+  AppendDedupRunEntry("b", {13, now - 1}, &expired_run);
+  AppendDedupRunEntry("c", {14, now - 1}, &live_run);
+  AppendDedupRunEntry("d", {15, now + 3'600'000}, &live_run);
+  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "b"), expired_run).ok());
+  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "d"), live_run).ok());
+  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "e"), "\x05short").ok());
   ASSERT_TRUE(db->Flush({}).ok());
   ASSERT_TRUE(db->CompactRange({}, nullptr, nullptr).ok());
   std::string value;
   EXPECT_TRUE(db->Get({}, DedupKey(1, "old"), &value).IsNotFound());
   EXPECT_TRUE(db->Get({}, DedupKey(1, "live"), &value).ok());
   EXPECT_TRUE(db->Get({}, DedupKey(1, "odd"), &value).ok());
+  EXPECT_TRUE(db->Get({}, DedupRunKey(1, "b"), &value).IsNotFound());
+  EXPECT_TRUE(db->Get({}, DedupRunKey(1, "d"), &value).ok());
+  EXPECT_TRUE(db->Get({}, DedupRunKey(1, "e"), &value).ok());
 }
 
 // A filter decides by the time it was made with: expired at or before it, dropped.
@@ -358,6 +500,38 @@ TEST(DedupKeyTest, RisingNumbersRiseInByteOrder) {
   EXPECT_FALSE(ParseDedupKey(key + "x"));
   EXPECT_FALSE(ParseDedupKey(key.substr(1)));  // without its tag
   EXPECT_FALSE(ParseDedupKey(""));
+  EXPECT_FALSE(parts->run);
+
+  // A run's key: the same bytes after its own tag, after every record key.
+  const std::string run_key = DedupRunKey(7, "order-42");
+  EXPECT_EQ(DedupRunKeyOf(key), run_key);
+  EXPECT_EQ(DedupKeyOfRun(run_key), key);
+  EXPECT_LT(DedupKey(9, "z"), DedupRunKey(1, "a"));
+  auto run_parts = ParseDedupKey(run_key);
+  ASSERT_TRUE(run_parts.has_value());
+  EXPECT_TRUE(run_parts->run);
+  EXPECT_EQ(run_parts->key, "order-42");
+}
+
+// A run's value lists its records in order; a value cut short lists those before the cut and
+// says it is malformed.
+TEST(DedupKeyTest, RunValuesListTheirRecords) {
+  std::string run;
+  AppendDedupRunEntry("9", {1, 100}, &run);
+  AppendDedupRunEntry("10", {2, 200}, &run);
+  std::vector<std::pair<std::string, uint64_t>> seen;
+  auto collect = [&](std::string_view key, const DedupValue& value) {
+    seen.emplace_back(std::string(key), value.message_id);
+    EXPECT_EQ(value.expires_at_ms, static_cast<int64_t>(value.message_id * 100));
+    return true;
+  };
+  EXPECT_TRUE(ForEachDedupRunEntry(run, collect));
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, uint64_t>>{{"9", 1}, {"10", 2}}));
+  seen.clear();
+  EXPECT_FALSE(ForEachDedupRunEntry(std::string_view(run).substr(0, run.size() - 1), collect));
+  EXPECT_EQ(seen.size(), 1u);
+  EXPECT_FALSE(ForEachDedupRunEntry("", collect));
+  EXPECT_FALSE(ForEachDedupRunEntry(std::string(1, '\0') + std::string(16, 'x'), collect));
 }
 
 }  // namespace

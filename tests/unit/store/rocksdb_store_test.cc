@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -42,6 +43,12 @@ EnvelopePtr MakeEnvelope(uint64_t id, const std::string& body, bool persistent =
   e.exchange = "ex";
   e.routing_key = "key";
   return std::make_shared<const Envelope>(std::move(e));
+}
+
+QueueSpec Queue(const std::string& name) {
+  QueueSpec spec;
+  spec.name = name;
+  return spec;
 }
 
 class RocksDbStoreTest : public ::testing::Test {
@@ -83,6 +90,23 @@ class RocksDbStoreTest : public ::testing::Test {
   }
   Status CommitSync(StoreBatch batch, bool sync = true) {
     return testing::CommitAndWait(store_.get(), &mailbox_, std::move(batch), sync);
+  }
+  // A store with queue 1 ("q"), closed, then marked as format `format` with `fill` writing into
+  // its dedup family (a directory an older wharfd left).
+  void OlderDedupStore(
+      const std::string& format,
+      const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*)>& fill) {
+    Open();
+    StoreBatch batch;
+    batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
+    ASSERT_TRUE(CommitSync(std::move(batch)).ok());
+    store_.reset();
+    testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+      rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+      ASSERT_NE(dedup, nullptr);
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "F", format).ok());
+      fill(db, dedup);
+    });
   }
   std::vector<LoadedMessage> LoadAll(uint64_t queue_id, uint64_t from = 0, uint64_t to = UINT64_MAX,
                                      uint32_t limit = 1000) {
@@ -168,12 +192,6 @@ class RocksDbStoreTest : public ::testing::Test {
   std::unique_ptr<RocksDbStore> store_;
   RecoveredState state_;
 };
-
-QueueSpec Queue(const std::string& name) {
-  QueueSpec spec;
-  spec.name = name;
-  return spec;
-}
 
 TEST_F(RocksDbStoreTest, EmptyDirectoryRecoversNothing) {
   Open();
@@ -1501,16 +1519,8 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   const std::string odd_id = std::string("\x03") + "abc";
-  Open();
-  StoreBatch batch;
-  batch.Add(StoreBatch::PutQueue{Queue("q"), 1});
-  ASSERT_TRUE(CommitSync(std::move(batch)).ok());
-  store_.reset();
-  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
-    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
-    ASSERT_NE(dedup, nullptr);
+  OlderDedupStore("11", [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* dedup) {
     const rocksdb::WriteOptions write;
-    ASSERT_TRUE(db->Put(write, handles[0], "F", "11").ok());
     ASSERT_TRUE(
         db->Put(write, dedup, legacy_key(1, "live"), EncodeDedupValue({5, INT64_MAX})).ok());
     ASSERT_TRUE(db->Put(write, dedup, legacy_key(1, "9"), EncodeDedupValue({6, INT64_MAX})).ok());
@@ -1526,7 +1536,7 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
 
   Open();
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "12");
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
   std::vector<std::string> keys;
   testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
     rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
@@ -1553,11 +1563,39 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
   EXPECT_EQ(abc->duplicate_of, 0u);
 }
 
-TEST_F(RocksDbStoreTest, FormatThirteenIsRefusedAsNewer) {
+// Format 13: runs of dedup records ('r' keys). A format-12 directory has none; it is upgraded
+// by rewriting "F", and its records stay duplicates.
+TEST_F(RocksDbStoreTest, FormatTwelveIsUpgradedAndItsRecordsStayDuplicates) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  OlderDedupStore("12", [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* dedup) {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), dedup,
+                          DedupKey(1, "id-" + std::to_string(10 + i)),
+                          EncodeDedupValue({uint64_t(100 + i), INT64_MAX}))
+                      .ok());
+    }
+  });
+  Open();
+  store_.reset();
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+  Open();
+  StoreBatch again;
+  auto old_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-15", 200, INT64_MAX, now});
+  auto top_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-29", 201, INT64_MAX, now});
+  auto new_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-30", 202, INT64_MAX, now});
+  ASSERT_TRUE(CommitSync(std::move(again)).ok());
+  EXPECT_EQ(old_key->duplicate_of, 105u);
+  EXPECT_EQ(top_key->duplicate_of, 119u);
+  EXPECT_EQ(new_key->duplicate_of, 0u);
+}
+
+TEST_F(RocksDbStoreTest, FormatFourteenIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "13").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "14").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1565,11 +1603,11 @@ TEST_F(RocksDbStoreTest, FormatThirteenIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 13; this wharfd reads format 12"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 14; this wharfd reads format 13"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "13") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "14") << "a refused directory is left as it is";
 }
 
 // Policies (format 10): stored per vhost, replaced by name, removed alone or with nothing else,
