@@ -57,7 +57,7 @@
 //     (at least kMinDedupRunKeys of them), in one value, under the run's highest key.
 //     dedup-run := (byte(n) dedup-key fixed64le(message-id) fixed64le(expires-at-ms))+,
 //     in the byte order of their 'k' keys. Runs of a queue never overlap, one another nor
-//     any record written before them (RocksDbStore::PrefetchDedup).
+//     any record written before them (DedupWriter::Prefetch).
 //     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it, and a
 //     run once every record in it has expired (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
@@ -240,7 +240,7 @@ std::string EncodeDedupValue(const DedupValue& value);
 void EncodeDedupValue(const DedupValue& value, std::string* out);
 std::optional<DedupValue> DecodeDedupValue(std::string_view value);
 // A run holds at least this many keys; fewer are written as records of their own. A run can
-// make the writer look a key up in it (a seek: RocksDbStore::FindInDedupRun), so keys that
+// make the writer look a key up in it (a seek: DedupWriter::FindInRun), so keys that
 // come in no order, of which few are above the highest, must not make runs.
 inline constexpr size_t kMinDedupRunKeys = 8;
 // Appends a key (1 to kMaxDedupKeyBytes bytes) and its record to a run's value.

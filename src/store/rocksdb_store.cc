@@ -250,10 +250,8 @@ void RocksDbStore::WriterLoop() {
     std::vector<BackupRequest> backups;  // so must a backup (at most one runs at a time)
     group_max_id_ = 0;
     PlanGroup(group);
-    if (error_.ok()) PrefetchDedup(group);
+    if (error_.ok()) PrefetchDedup(group, &wb);
     Status status = error_;
-    // Before the group's ops: a queue removed in the group takes the records with it.
-    if (status.ok()) WriteDedupConversions(&wb);
     // Topology that failed to reach the disk goes first, so it is written with (or before)
     // anything confirmed into it; later ops of this group (a deletion) override it.
     if (status.ok() && !unwritten_topology_.empty()) status = Apply(unwritten_topology_, &wb);
@@ -272,10 +270,7 @@ void RocksDbStore::WriterLoop() {
     }
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
     references_.clear();  // written, or lost with the failed write: either way, read anew
-    group_dedup_.clear();
-    dedup_plan_.clear();
-    dedup_runs_.clear();
-    DedupWritten(status.ok());
+    dedup_writer_.Written(status.ok());
     if (!status.ok()) {
       // Purges of this group are not on disk: nothing to hide or remove (the broker undoes
       // its count of them when it gets the failed commit).
@@ -434,6 +429,21 @@ Status RocksDbStore::Write(rocksdb::WriteBatch* wb, bool sync) {
   counters_.bytes_written += bytes;
   if (sync) counters_.sync_ms.Observe(ms);
   return Status::Ok();
+}
+
+void RocksDbStore::PrefetchDedup(const std::deque<Request>& group, rocksdb::WriteBatch* wb) {
+  std::vector<const StoreBatch*> batches;
+  for (const Request& request : group) {
+    const auto* commit = std::get_if<CommitRequest>(&request);
+    if (commit && commit->batch.dedup_outcomes()) batches.push_back(&commit->batch);
+  }
+  if (batches.empty()) return;
+  const DedupWriter::Counts counts = dedup_writer_.Prefetch(batches, wb);
+  std::lock_guard lock(mu_);
+  counters_.dedup_reads += counts.reads;
+  counters_.dedup_runs += counts.runs;
+  counters_.dedup_runs_converted += counts.runs_converted;
+  counters_.dedup_run_lookups += counts.run_lookups;
 }
 
 void RocksDbStore::PlanGroup(const std::deque<Request>& group) {
@@ -600,14 +610,13 @@ Status RocksDbStore::Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb) {
         group_purges_.emplace_back(o.queue_id, UINT64_MAX);
         if (status.ok()) status = RemoveTimeline(o.queue_id, wb);
         wb->Delete(meta_, RedriveKey(o.queue_id));
-        // Its deduplication window: the records of a deleted queue are never read again.
-        wb->DeleteRange(dedup_, DedupKey(o.queue_id, ""), DedupKey(o.queue_id + 1, ""));
-        wb->DeleteRange(dedup_, DedupRunKey(o.queue_id, ""), DedupRunKey(o.queue_id + 1, ""));
-        dedup_bounds_.erase(o.queue_id);
+        dedup_writer_.RemoveQueue(o.queue_id, wb);  // its deduplication window
       } else if constexpr (std::is_same_v<T, StoreBatch::PutRedrive>) {
         wb->Put(meta_, RedriveKey(o.redrive.queue_id), ToRecord(o.redrive).SerializeAsString());
       } else if constexpr (std::is_same_v<T, StoreBatch::PutDedup>) {
-        status = ApplyDedup(batch, o, wb);
+        bool duplicate = false;
+        status = dedup_writer_.Apply(batch, o, wb, &duplicate);
+        if (duplicate) duplicates_.insert({o.queue_id, o.message_id});
       } else if constexpr (std::is_same_v<T, StoreBatch::PutDelayed>) {
         if (!duplicates_.empty() && duplicates_.contains({o.entry.queue_id, o.entry.message_id})) {
           return;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/histogram.h"
+#include "store/dedup_writer.h"
 #include "store/disk_guard.h"
 #include "store/keys.h"
 #include "store/message_store.h"
@@ -50,7 +51,6 @@ class ColumnFamilyHandle;
 struct ColumnFamilyOptions;
 class CompactOnDeletionCollectorFactory;
 class DB;
-class Iterator;
 class Env;
 class FileSystem;
 class Snapshot;
@@ -103,7 +103,7 @@ struct StoreCounters {
   uint64_t bytes_written = 0;  // WriteBatch bytes
   uint64_t elided = 0;         // entries put and removed in one group: never written
   // Deduplication keys read from the store: a key above every record of its queue needs none
-  // (RocksDbStore::DedupBoundsOf).
+  // (store/dedup_writer.h).
   uint64_t dedup_reads = 0;
   uint64_t dedup_runs = 0;            // runs written: keys above every record, one value a group
   uint64_t dedup_runs_converted = 0;  // runs a lookup found interleaved: rewritten as records
@@ -213,6 +213,9 @@ class RocksDbStore final : public MessageStore {
   // --- writer thread ---
   // Finds what this group both writes and removes (plan_), so it need not reach the disk.
   void PlanGroup(const std::deque<Request>& group);
+  // Has dedup_writer_ decide the group's PutDedups (its conversions go into `wb`), and counts
+  // what that read.
+  void PrefetchDedup(const std::deque<Request>& group, rocksdb::WriteBatch* wb);
   // Adds `batch` to `wb`. Ops that must read what is already written (range removals) first
   // write `wb` as it stands.
   Status Apply(const StoreBatch& batch, rocksdb::WriteBatch* wb);
@@ -306,93 +309,8 @@ class RocksDbStore final : public MessageStore {
   // The (queue id, message id) pairs of the batch being applied whose PutDedup found a
   // duplicate, so their entries are not written.
   std::unordered_set<std::pair<uint64_t, uint64_t>, PairHash> duplicates_;
-  // The group's PutDedup ops with their keys (DedupKey, made once: the record is written
-  // under the same string), sorted by key and, within a key, in the order Apply meets them:
-  // PrefetchDedup decides them all with one MultiGet, before the group is applied; each op's
-  // outcome says where it is here (DedupOutcome::plan). Cleared with references_.
-  static constexpr uint32_t kNoRun = UINT32_MAX;
-  struct PlannedDedup {
-    std::string key;
-    const StoreBatch::PutDedup* op = nullptr;
-    DedupOutcome* outcome = nullptr;
-    uint32_t run = kNoRun;  // recorded in dedup_runs_[run] rather than alone
-  };
-  std::vector<PlannedDedup> dedup_plan_;
-  // The runs (keys.h) of the group: the keys of a queue above every record of it, when there
-  // are at least kMinDedupRunKeys, written as one value by the first of them ApplyDedup meets.
-  // Cleared with dedup_plan_.
-  struct DedupRun {
-    std::string key;    // DedupRunKey of its highest key
-    std::string value;  // its records
-    bool written = false;
-  };
-  std::vector<DedupRun> dedup_runs_;
-  // Runs that a lookup of this group found interleaved with other keys (a key in a run's span
-  // that the run does not hold): rewritten as records of their own in this group's write
-  // (WriteDedupConversions), so that no later key in their span needs a lookup among runs. A
-  // run of keys in no order (made when a window's first group was small) would otherwise cost
-  // a lookup for most keys until it expired. With the gap each one leaves, learnt once the
-  // write succeeded. Cleared with dedup_plan_.
-  struct DedupConversion {
-    uint64_t queue_id = 0;
-    std::string key;                          // the run's
-    std::string value;                        // its records
-    std::pair<std::string, std::string> gap;  // what no run holds after the write
-  };
-  std::vector<DedupConversion> dedup_conversions_;
-  void WriteDedupConversions(rocksdb::WriteBatch* wb);
-  // After the group's write: the gaps its conversions left are learnt; after a failed one,
-  // what the writer knows of every window is read from the store again.
-  void DedupWritten(bool ok);
-  void PrefetchDedup(const std::deque<Request>& group);
-  // Keys whose read failed in PrefetchDedup are read again, one Get each, by ApplyDedup; those
-  // it recorded in this group (DedupKey -> message id). Cleared with references_.
-  std::unordered_map<std::string, uint64_t> group_dedup_;
-  // What the writer knows of the window of each queue with one, since the store opened: two
-  // keys, whatever the window holds. Read from the store once per queue, then kept by the
-  // writer, the only thing that writes records (DeleteRange and expiry only remove them).
-  struct DedupBounds {
-    // The highest record key (DedupKey; empty: none). Every record of the queue is at or below
-    // it, so a key above it is new without a read: keys that rise with time (sequence numbers,
-    // ULIDs, timestamps) are never read, and they are written in runs.
-    std::string high;
-    // The lowest and highest keys in a run (DedupKey; empty: no run). Only keys between the
-    // two are looked up among runs.
-    std::string runs_low;
-    std::string runs_high;
-    // Spans between runs, learnt from lookups that fell in one: (lower, upper), both
-    // exclusive, no run key between them. Runs are only made above the highest key, so a gap
-    // stays one. Several publishers, each with keys of its own that rise, make runs of the
-    // highest publisher's keys only, and the others' keys fall in a few such gaps. At most
-    // kMaxDedupGaps, the oldest replaced first.
-    std::vector<std::pair<std::string, std::string>> gaps;
-    size_t next_gap = 0;  // the one to replace next
-    void Learn(std::pair<std::string, std::string> gap);
-  };
-  static constexpr size_t kMaxDedupGaps = 16;
-  std::unordered_map<uint64_t, DedupBounds> dedup_bounds_;
-  // The queue's entry of dedup_bounds_, read from the store the first time; null when that
-  // read failed (then every key of the queue is read, and looked up among runs).
-  DedupBounds* DedupBoundsOf(uint64_t queue_id);
-  // The record of `key` (a DedupKey) among the runs of its queue, if one holds it. `runs` is
-  // an iterator over the dedup family (made by the caller, reused for a group's keys).
-  // With `bounds` (PrefetchDedup's lookups), a key that no run holds teaches it the gap it
-  // fell in (between two runs, or above every run), or, in the span of a run, has the run
-  // converted (dedup_conversions_).
-  Status FindInDedupRun(rocksdb::Iterator* runs, const std::string& key, DedupBounds* bounds,
-                        std::optional<DedupValue>* record);
-  // Of two records of one key (alone and in a run), the one that expires last: the other, if
-  // any, had expired when it was written.
-  static std::optional<DedupValue> Later(const std::optional<DedupValue>& a,
-                                         const std::optional<DedupValue>& b);
-  // Whether `key` (at or below its queue's highest) must be looked up among runs.
-  static bool MayBeInRun(const DedupBounds* bounds, const std::string& key);
-  // Whether `key` is in a gap between runs that `bounds` has learnt.
-  static bool InDedupGap(const DedupBounds* bounds, const std::string& key);
-  std::string dedup_value_;  // the record being written (reused)
-  // Applies a PutDedup of `batch` (message_store.h): records the key or notes the duplicate.
-  Status ApplyDedup(const StoreBatch& batch, const StoreBatch::PutDedup& op,
-                    rocksdb::WriteBatch* wb);
+  // Decides and writes the records of deduplication windows (store/dedup_writer.h).
+  DedupWriter dedup_writer_;
   Status error_;  // sticky write error (writer thread)
   // Exchanges, queues, bindings, users and vhosts whose put was in a group that failed to write:
   // the broker keeps them in memory (the client got the error), so they are written again ahead of

@@ -256,6 +256,7 @@ Status RocksDbStore::OpenDb() {
   entries_[0].store(handles[2], std::memory_order_release);
   delayed_ = handles[3];
   dedup_ = handles[4];
+  dedup_writer_.Reset(db_.get(), dedup_);
   for (size_t i = 0; i < lanes_opened.size(); ++i) {
     entries_[lanes_opened[i]].store(handles[5 + i], std::memory_order_release);
   }

@@ -181,7 +181,7 @@ TEST_F(DedupStoreTest, OneGroupFindsKeysInTablesInTheMemtableAndEarlierInItself)
 
 TEST_F(DedupStoreTest, KeysAboveEveryRecordOfTheirQueueAreNotReadAndTheRestAreStillFound) {
   // The writer reads a key only when it is not above the highest its queue has recorded
-  // (RocksDbStore::DedupHighKey): rising keys are never read, and nothing that is recorded is
+  // (DedupWriter::BoundsOf): rising keys are never read, and nothing that is recorded is
   // missed, neither after a reopen (the highest read back from the store) nor with another
   // queue's higher keys about.
   DeclareQueue(kQueue, "q");
@@ -304,8 +304,8 @@ TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) 
   // Two publishers with keys of their own, rising: one group's keys of both above the highest
   // make one run spanning from the lower publisher's keys to the higher's. The lower one's
   // next keys fall between the two inside that run, which is then rewritten as records of
-  // their own (RocksDbStore::dedup_conversions_); from the next group on, the writer knows no
-  // run holds keys there and does not look them up (RocksDbStore::DedupBounds::gaps).
+  // their own (DedupWriter::Conversion); from the next group on, the writer knows no
+  // run holds keys there and does not look them up (DedupWriter::DedupBounds::gaps).
   DeclareQueue(kQueue, "q");
   uint64_t seq = 1, id = 100;
   StoreBatch start;
