@@ -83,12 +83,15 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       // Above every record of the queue, and above one another's span: nothing written later
       // lands in a run's span but keys at or below the highest, which are read and looked up.
       // Should the write fail, the bounds are only wider than needed: a few reads too many.
-      if (!bounds->high.empty() && end - above >= kMinDedupRunKeys) {
+      if (!bounds->high.empty() && (end - above >= kMinDedupRunKeys || bounds->rising)) {
         const auto run = static_cast<uint32_t>(runs_.size());
         runs_.push_back({DedupRunKeyOf(key_of(end - 1)), {}, false});
         for (size_t k = above; k < end; ++k) run_of[k] = run;
         if (bounds->runs_low.empty()) bounds->runs_low = key_of(above);
         bounds->runs_high = key_of(end - 1);
+        bounds->rising = true;
+      } else {
+        bounds->rising = false;  // the highest is a record of its own
       }
       bounds->high = key_of(end - 1);
     }
@@ -183,8 +186,10 @@ DedupWriter::DedupBounds* DedupWriter::BoundsOf(uint64_t queue_id) {
     it->SeekForPrev(*upper_key);
     if (!it->status().ok()) return nullptr;  // every key of it is read until this works
     if (!it->Valid()) continue;
-    // A run's key is its highest key's.
+    // A run's key is its highest key's. Runs are written in the rising way (DedupBounds::
+    // rising) while the highest record is in one.
     std::string last = DedupKeyOfRun(it->key().ToStringView());
+    if (lower_key == &runs_from) bounds.rising = last > bounds.high;
     if (lower_key == &runs_from) bounds.runs_high = last;
     if (last > bounds.high) bounds.high = std::move(last);
   }
@@ -319,7 +324,9 @@ void DedupWriter::Written(bool ok) {
   } else {
     for (Conversion& conversion : conversions_) {
       auto it = bounds_.find(conversion.queue_id);
-      if (it != bounds_.end()) it->second.Learn(std::move(conversion.gap));
+      if (it == bounds_.end()) continue;
+      it->second.Learn(std::move(conversion.gap));
+      it->second.rising = false;  // its keys were not rising after all
     }
   }
   plan_.clear();

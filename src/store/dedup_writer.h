@@ -74,6 +74,12 @@ class DedupWriter {
     // two are looked up among runs.
     std::string runs_low;
     std::string runs_high;
+    // The highest record is in a run of kMinDedupRunKeys or more keys (or after one, in runs
+    // alone), and no run was converted since: keys above the highest go into a run however few
+    // they are. Written alone, they would sort before every run key ('k' before 'r'), so the
+    // table holding them would overlap every table before it, and RocksDB merges overlapping
+    // tables where it moves the others (docs/benchmarks.md, "Runs").
+    bool rising = false;
     // Spans between runs, learnt from lookups that fell in one: (lower, upper), both
     // exclusive, no run key between them. Runs are only made above the highest key, so a gap
     // stays one. Several publishers, each with keys of its own that rise, make runs of the

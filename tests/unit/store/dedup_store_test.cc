@@ -250,23 +250,26 @@ TEST_F(DedupStoreTest, KeysAboveEveryRecordAreWrittenInRunsThatAreFoundAgainAfte
   EXPECT_EQ(counters().dedup_runs, 1u);
   EXPECT_EQ(counters().dedup_reads, 0u);
 
-  StoreBatch few;  // above everything but too few for a run
+  // Fewer than kMinDedupRunKeys above everything: a run all the same, as the highest record is
+  // in one (DedupWriter::DedupBounds::rising); not so in a queue whose highest is not.
+  StoreBatch few;
   for (int i = 60; i < 63; ++i) AddPublish(&few, kQueue, seq++, 100 + i, key(i));
   ASSERT_TRUE(Commit(std::move(few)).ok());
-  EXPECT_EQ(counters().dedup_runs, 1u);
+  EXPECT_EQ(counters().dedup_runs, 2u);
 
   auto check = [&](const char* when) {
     SCOPED_TRACE(when);
     const StoreCounters before = counters();
     StoreBatch retries;
     std::vector<std::pair<testing::DedupOutcomeRef, uint64_t>> expect;
-    for (int i : {11, 20, 30, 48, 61}) {  // alone, in the run (first, middle, last), alone
+    // Alone, in the first run (its first, a middle and its last key), in the second.
+    for (int i : {11, 20, 30, 48, 61}) {
       expect.emplace_back(AddPublish(&retries, kQueue, seq++, 500 + i, key(i)), 100 + i);
     }
     ASSERT_TRUE(Commit(std::move(retries)).ok());
     for (auto& [outcome, holder] : expect) EXPECT_EQ(outcome->duplicate_of, holder);
-    // Three of them within the run's span: looked up in it.
-    EXPECT_EQ(counters().dedup_run_lookups - before.dedup_run_lookups, 3u);
+    // Four of them within the runs' span: looked up among them.
+    EXPECT_EQ(counters().dedup_run_lookups - before.dedup_run_lookups, 4u);
     EXPECT_EQ(counters().dedup_reads - before.dedup_reads, 5u);
   };
   check("before a reopen");
@@ -296,8 +299,14 @@ TEST_F(DedupStoreTest, KeysAboveEveryRecordAreWrittenInRunsThatAreFoundAgainAfte
   EXPECT_EQ(counters().dedup_run_lookups, converted.dedup_run_lookups);
   EXPECT_EQ(counters().dedup_runs_converted, 1u);
 
+  // After the conversion, keys above every record are runs only from kMinDedupRunKeys on.
+  StoreBatch after_few;
+  for (int i = 70; i < 72; ++i) AddPublish(&after_few, kQueue, seq++, 100 + i, key(i));
+  ASSERT_TRUE(Commit(std::move(after_few)).ok());
+  EXPECT_EQ(counters().dedup_runs, converted.dedup_runs);
+
   // Every accepted publish is in the queue, none of the duplicates.
-  EXPECT_EQ(LoadIds(kQueue).size(), 4u + 15u + 3u + 1u);
+  EXPECT_EQ(LoadIds(kQueue).size(), 4u + 15u + 3u + 1u + 2u);
 }
 
 TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) {
