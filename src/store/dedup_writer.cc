@@ -189,8 +189,10 @@ DedupWriter::DedupBounds* DedupWriter::BoundsOf(uint64_t queue_id) {
     // A run's key is its highest key's. Runs are written in the rising way (DedupBounds::
     // rising) while the highest record is in one.
     std::string last = DedupKeyOfRun(it->key().ToStringView());
-    if (lower_key == &runs_from) bounds.rising = last > bounds.high;
-    if (lower_key == &runs_from) bounds.runs_high = last;
+    if (lower_key == &runs_from) {
+      bounds.rising = last > bounds.high;
+      bounds.runs_high = last;
+    }
     if (last > bounds.high) bounds.high = std::move(last);
   }
   rocksdb::Slice upper(runs_to);
@@ -293,8 +295,9 @@ void DedupWriter::WriteConversions(rocksdb::WriteBatch* wb) {
   for (const Conversion& conversion : conversions_) {
     wb->Delete(family_, conversion.key);
     ForEachDedupRunEntry(conversion.value, [&](std::string_view key, const DedupValue& record) {
-      // No record of its own has the key: the run's keys were above every record when it was
-      // written, and a later one below the highest was looked up in the run first.
+      // A record of its own with the key can only have been written once this one had expired
+      // (a later key at or below the highest is looked up in the run first): expired ones are
+      // left out.
       if (record.expires_at_ms > now_ms) {
         EncodeDedupValue(record, &value_);
         wb->Put(family_, DedupKey(conversion.queue_id, key), value_);
