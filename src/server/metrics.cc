@@ -222,29 +222,43 @@ std::string RenderMetrics(const broker::BrokerMetrics& m, const store::StoreCoun
     w.Histogram("wharf_store_sync_latency_seconds",
                 "Synced writes of the message store (group commits), fsync included.",
                 store->sync_ms);
-    w.Header("wharf_store_bytes_written_total", "counter", "Bytes written to the message store.");
-    w.Sample("wharf_store_bytes_written_total", "", static_cast<double>(store->bytes_written));
-    w.Header("wharf_store_writes_total", "counter", "Writes (groups of commits) to the store.");
-    w.Sample("wharf_store_writes_total", "", static_cast<double>(store->writes));
-    w.Header("wharf_store_syncs_total", "counter", "Synced writes to the store.");
-    w.Sample("wharf_store_syncs_total", "", static_cast<double>(store->syncs));
-    w.Header("wharf_store_dedup_reads_total", "counter",
-             "Deduplication keys read from the store (keys above every record of their queue "
-             "are new without a read).");
-    w.Sample("wharf_store_dedup_reads_total", "", static_cast<double>(store->dedup_reads));
-    w.Header("wharf_store_dedup_runs_total", "counter",
-             "Deduplication runs written: a write group's keys above every record of their "
-             "queue, in one record.");
-    w.Sample("wharf_store_dedup_runs_total", "", static_cast<double>(store->dedup_runs));
-    w.Header("wharf_store_dedup_runs_converted_total", "counter",
-             "Deduplication runs found interleaved with other keys, rewritten as records of "
-             "their own.");
-    w.Sample("wharf_store_dedup_runs_converted_total", "",
-             static_cast<double>(store->dedup_runs_converted));
-    w.Header("wharf_store_dedup_run_lookups_total", "counter",
-             "Deduplication keys looked up among their queue's runs.");
-    w.Sample("wharf_store_dedup_run_lookups_total", "",
-             static_cast<double>(store->dedup_run_lookups));
+    struct StoreCounter {
+      const char* name;
+      const char* help;
+      uint64_t value;
+    };
+    const StoreCounter store_counters[] = {
+        {"wharf_store_bytes_written_total", "Bytes written to the message store.",
+         store->bytes_written},
+        {"wharf_store_writes_total", "Writes (groups of commits) to the store.", store->writes},
+        {"wharf_store_syncs_total", "Synced writes to the store.", store->syncs},
+        {"wharf_store_dedup_reads_total",
+         "Deduplication keys read from the store (keys above every record of their queue, or "
+         "in a stream, are new without a read).",
+         store->dedup_reads},
+        {"wharf_store_dedup_runs_total",
+         "Deduplication runs written: a write group's new keys of one queue with no record "
+         "between them, in one record.",
+         store->dedup_runs},
+        {"wharf_store_dedup_runs_converted_total",
+         "Deduplication runs found interleaved with other keys, rewritten as records of their "
+         "own.",
+         store->dedup_runs_converted},
+        {"wharf_store_dedup_run_lookups_total",
+         "Deduplication keys looked up among their queue's runs.", store->dedup_run_lookups},
+        {"wharf_store_dedup_stream_keys_total",
+         "Deduplication keys below the highest of their queue found new without a read, in a "
+         "span known to hold no record (a stream: a publisher's own rising keys).",
+         store->dedup_stream_keys},
+        {"wharf_store_dedup_streams_total",
+         "Deduplication streams learnt: spans below the highest key known to hold no record, "
+         "each found with two seeks.",
+         store->dedup_streams},
+    };
+    for (const StoreCounter& c : store_counters) {
+      w.Header(c.name, "counter", c.help);
+      w.Sample(c.name, "", static_cast<double>(c.value));
+    }
   }
   return w.Take();
 }

@@ -17,6 +17,12 @@
 #include "store/rocksdb_status.h"
 
 namespace wharf::store {
+namespace {
+
+// A DedupKey's or DedupRunKey's tag and queue id: the bytes the keys of one queue share.
+constexpr size_t kDedupQueueBytes = 9;
+
+}  // namespace
 
 DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& batches,
                                           rocksdb::WriteBatch* wb) {
@@ -24,6 +30,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
   plan_.clear();
   runs_.clear();
   conversions_.clear();
+  new_runs_.clear();
   for (const StoreBatch* batch : batches) {
     if (!batch->dedup_outcomes()) continue;
     DedupOutcomes& outcomes = *batch->dedup_outcomes();
@@ -53,31 +60,76 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
   auto key_of = [&](size_t k) -> const std::string& { return plan_[firsts[k]].key; };
 
   // Each key once; those of a queue are together, in byte order. Only keys at or below the
-  // highest their queue has recorded are read (DedupBounds::high), and looked up among runs
-  // when within their span. Those above are new, and the last of their queue's keys: when
-  // there are enough of them (and the queue has records: the first keys of a window can be in
-  // any order), they are written as one run.
+  // highest their queue has recorded (DedupBounds::high) and in no stream are read, and looked
+  // up among runs when within their span. Those above are new, and the last of their queue's
+  // keys: when there are enough of them (and the queue has records: the first keys of a window
+  // can be in any order), they are written as one run, as are a stream's.
   constexpr size_t kUnread = SIZE_MAX;
   std::vector<size_t> read_as(distinct, kUnread);  // its index in `keys`, or kUnread
   std::vector<bool> in_runs(distinct, false);      // to look up among runs
   std::vector<DedupBounds*> bounds_of(distinct, nullptr);
   std::vector<uint32_t> run_of(distinct, kNoRun);
   std::vector<rocksdb::Slice> keys;
+  struct QueueKeys {
+    size_t begin, end;  // its keys
+    DedupBounds* bounds;
+  };
+  std::vector<QueueKeys> queues;
   for (size_t begin = 0; begin < distinct;) {
     const uint64_t queue_id = plan_[firsts[begin]].op->queue_id;
     size_t end = begin + 1;
     while (end < distinct && plan_[firsts[end]].op->queue_id == queue_id) ++end;
     DedupBounds* bounds = BoundsOf(queue_id);
+    queues.push_back({begin, end, bounds});
     size_t above = end;  // the first key above the highest
     if (bounds) {
       above = begin;
       while (above < end && !(key_of(above) > bounds->high)) ++above;
     }
-    for (size_t k = begin; k < above; ++k) {
-      read_as[k] = keys.size();
-      keys.emplace_back(key_of(k));
-      in_runs[k] = MayBeInRun(bounds, key_of(k));
-      bounds_of[k] = bounds;
+    // The queue's streams in key order (they do not overlap), met in turn by the sorted keys.
+    std::vector<DedupBounds::Stream*> streams;
+    if (bounds) {
+      for (DedupBounds::Stream& stream : bounds->streams) streams.push_back(&stream);
+      std::sort(streams.begin(), streams.end(),
+                [](const auto* a, const auto* b) { return a->lower < b->lower; });
+    }
+    auto cursor = streams.begin();
+    for (size_t k = begin; k < above;) {
+      while (cursor != streams.end() && !(key_of(k) < (*cursor)->upper)) ++cursor;
+      DedupBounds::Stream* stream =
+          cursor != streams.end() && key_of(k) > (*cursor)->lower ? *cursor : nullptr;
+      if (!stream) {
+        read_as[k] = keys.size();
+        keys.emplace_back(key_of(k));
+        in_runs[k] = MayBeInRun(bounds, key_of(k));
+        bounds_of[k] = bounds;
+        ++k;
+        continue;
+      }
+      // The group's keys in the span of a stream (together, as they are sorted): new, as no
+      // record is there, and a run as those above the highest are.
+      size_t last = k + 1;
+      while (last < above && key_of(last) < stream->upper) ++last;
+      counts.stream_keys += last - k;
+      bounds->learn_every = 1;  // streams serve
+      bounds->chances_left = 0;
+      if (last - k >= kMinDedupRunKeys || stream->rising) {
+        const auto run = static_cast<uint32_t>(runs_.size());
+        runs_.push_back({DedupRunKeyOf(key_of(last - 1)), {}, false});
+        for (size_t j = k; j < last; ++j) run_of[j] = run;
+        new_runs_.push_back({queue_id, key_of(k), key_of(last - 1)});
+        if (bounds->runs_low.empty() || key_of(k) < bounds->runs_low) {
+          bounds->runs_low = key_of(k);
+        }
+        if (bounds->runs_high.empty() || key_of(last - 1) > bounds->runs_high) {
+          bounds->runs_high = key_of(last - 1);
+        }
+        stream->rising = true;
+      } else {
+        stream->rising = false;
+      }
+      stream->lower = key_of(last - 1);
+      k = last;
     }
     if (above < end) {
       // Above every record of the queue, and above one another's span: nothing written later
@@ -87,6 +139,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
         const auto run = static_cast<uint32_t>(runs_.size());
         runs_.push_back({DedupRunKeyOf(key_of(end - 1)), {}, false});
         for (size_t k = above; k < end; ++k) run_of[k] = run;
+        new_runs_.push_back({queue_id, key_of(above), key_of(end - 1)});
         if (bounds->runs_low.empty()) bounds->runs_low = key_of(above);
         bounds->runs_high = key_of(end - 1);
         bounds->rising = true;
@@ -104,21 +157,23 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
     db_->MultiGet(rocksdb::ReadOptions(), family_, keys.size(), keys.data(), values.data(),
                   statuses.data(), /*sorted_input=*/true);
   }
-  std::unique_ptr<rocksdb::Iterator> runs;  // made for the first key to look up among runs
+  std::unique_ptr<rocksdb::Iterator> runs;    // made for the first key to look up among runs
+  std::vector<bool> absent(distinct, false);  // read, and no record of it at all
   for (size_t k = 0; k < distinct; ++k) {
     std::optional<DedupValue> record;
     if (const size_t r = read_as[k]; r != kUnread) {
       if (!statuses[r].ok() && !statuses[r].IsNotFound()) continue;  // Apply reads it again
       if (statuses[r].ok()) record = DecodeDedupValue(values[r].ToStringView());
-      // Within the span of the queue's runs (before this group's), and in no gap between
-      // them that an earlier key of this group found.
+      // Within the span of the queue's runs (which may include this group's: a few lookups
+      // more), and in no gap between them that an earlier key of this group found.
+      std::optional<DedupValue> in_run;
       if (in_runs[k] && !InGap(bounds_of[k], key_of(k))) {
         if (!runs) runs.reset(db_->NewIterator(rocksdb::ReadOptions(), family_));
         ++counts.run_lookups;
-        std::optional<DedupValue> in_run;
         if (!FindInRun(runs.get(), key_of(k), bounds_of[k], &in_run).ok()) continue;
         record = Later(record, in_run);
       }
+      absent[k] = statuses[r].IsNotFound() && !in_run;
     }
     uint64_t recorded = 0;  // the message of this group that recorded the key
     const StoreBatch::PutDedup* recorded_by = nullptr;
@@ -139,6 +194,32 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
     if (run_of[k] != kNoRun && recorded_by) {
       AppendDedupRunEntry(recorded_by->key, {recorded, recorded_by->expires_at_ms},
                           &runs_[run_of[k]].value);
+    }
+  }
+  // Each block of keys read and found new (kMinDedupRunKeys or more, with no other key of the
+  // group between them) opens a stream above its highest: a publisher whose keys rise below
+  // another's has its next keys in it.
+  for (const QueueKeys& queue : queues) {
+    if (!queue.bounds) continue;
+    for (size_t k = queue.begin; k < queue.end;) {
+      if (!absent[k]) {
+        ++k;
+        continue;
+      }
+      size_t last = k + 1;
+      while (last < queue.end && absent[last]) ++last;
+      DedupBounds& bounds = *queue.bounds;
+      if (last - k >= kMinDedupRunKeys && bounds.chances_left > 0) {
+        --bounds.chances_left;
+      } else if (last - k >= kMinDedupRunKeys) {
+        if (!runs) runs.reset(db_->NewIterator(rocksdb::ReadOptions(), family_));
+        counts.streams +=
+            LearnStream(runs.get(), plan_[firsts[k]].op->queue_id, &bounds, key_of(last - 1),
+                        last < queue.end ? key_of(last) : std::string());
+        bounds.chances_left = bounds.learn_every - 1;
+        bounds.learn_every = std::min(bounds.learn_every * 2, kMaxLearnEvery);
+      }
+      k = last;
     }
   }
   counts.reads = keys.size();
@@ -220,8 +301,7 @@ Status DedupWriter::FindInRun(rocksdb::Iterator* runs, const std::string& key, D
   // hold it.
   runs->Seek(target);
   if (!runs->status().ok()) return FromRocksDb(runs->status(), "cannot read a deduplication run");
-  constexpr size_t kQueuePrefix = 9;  // the tag and the queue id
-  const rocksdb::Slice queue(target.data(), kQueuePrefix);
+  const rocksdb::Slice queue(target.data(), kDedupQueueBytes);
   const uint64_t queue_id = ReadBigEndian64(std::string_view(key).substr(1, 8));
   const bool in_queue = runs->Valid() && runs->key().starts_with(queue);
   std::string upper;  // the upper end of the gap the key is in, when not in a run's span
@@ -230,7 +310,7 @@ Status DedupWriter::FindInRun(rocksdb::Iterator* runs, const std::string& key, D
     auto before = [](std::string_view a, std::string_view b) {
       return a.size() != b.size() ? a.size() < b.size() : a < b;
     };
-    const std::string_view wanted = std::string_view(key).substr(kQueuePrefix + 1);
+    const std::string_view wanted = std::string_view(key).substr(kDedupQueueBytes + 1);
     bool in_span = false;  // at or above the run's first key
     bool first = true;
     ForEachDedupRunEntry(runs->value().ToStringView(),
@@ -277,6 +357,58 @@ Status DedupWriter::FindInRun(rocksdb::Iterator* runs, const std::string& key, D
                      : DedupKey(queue_id, ""),
                  std::move(upper)});
   return Status::Ok();
+}
+
+bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
+                              const std::string& top, const std::string& next) {
+  // The highest key is a record (or was, and may have expired since): every key above it is
+  // written without a look at the streams, so no span may reach past it.
+  if (bounds->high.empty()) return false;
+  std::string upper = bounds->high;
+  if (!next.empty() && next < upper) upper = next;
+  // Not from a stream's lower end up: that key's record may have expired and gone since (then
+  // `top` read absent), and the stream still holds the span above it.
+  for (const DedupBounds::Stream& stream : bounds->streams) {
+    if (!(stream.lower < top) && stream.lower < upper) upper = stream.lower;
+  }
+  // The next record alone: `top` has none (it was read), so the first key after it (below
+  // `upper`, a key of this queue).
+  it->Seek(top);
+  if (!it->status().ok()) return false;
+  if (it->Valid() && it->key().compare(rocksdb::Slice(upper)) < 0) upper = it->key().ToString();
+  // The next key in a run: the first key of the run with the lowest highest key at or above
+  // `top` (runs do not overlap). When that run's span holds `top` (a run this group converts),
+  // its first key is below `top`, and nothing is learnt: runs written in the stream would
+  // overlap that one.
+  const std::string run_key = DedupRunKeyOf(top);
+  it->Seek(run_key);
+  if (!it->status().ok()) return false;
+  if (it->Valid() && it->key().starts_with(rocksdb::Slice(run_key.data(), kDedupQueueBytes))) {
+    std::string first;
+    ForEachDedupRunEntry(it->value().ToStringView(), [&](std::string_view k, const auto&) {
+      first = DedupKey(queue_id, k);
+      return false;
+    });
+    if (first.empty()) return false;  // malformed: its span is not known
+    if (first < upper) upper = std::move(first);
+  }
+  if (!(top < upper)) return false;
+  bounds->Open({top, std::move(upper), false});
+  return true;
+}
+
+void DedupWriter::DedupBounds::Open(Stream stream) {
+  if (streams.size() < kMaxStreams) {
+    streams.push_back(std::move(stream));
+  } else {
+    streams[next_stream] = std::move(stream);
+    next_stream = (next_stream + 1) % kMaxStreams;
+  }
+}
+
+void DedupWriter::DedupBounds::ForgetGapsOver(const std::string& low, const std::string& high) {
+  std::erase_if(gaps, [&](const auto& gap) { return gap.first < high && gap.second > low; });
+  if (next_gap >= gaps.size()) next_gap = 0;
 }
 
 void DedupWriter::DedupBounds::Learn(std::pair<std::string, std::string> gap) {
@@ -331,10 +463,16 @@ void DedupWriter::Written(bool ok) {
       it->second.Learn(std::move(conversion.gap));
       it->second.rising = false;  // its keys were not rising after all
     }
+    for (const NewRun& run : new_runs_) {
+      if (auto it = bounds_.find(run.queue_id); it != bounds_.end()) {
+        it->second.ForgetGapsOver(run.low, run.high);
+      }
+    }
   }
   plan_.clear();
   runs_.clear();
   conversions_.clear();
+  new_runs_.clear();
   unplanned_.clear();
 }
 

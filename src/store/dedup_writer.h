@@ -2,16 +2,16 @@
 //
 // DedupWriter is the writer's side of publish deduplication windows (docs/storage.md,
 // "Deduplication is decided by the writer"; docs/lifecycle.md, "Deduplication"). Before a
-// write group is applied, Prefetch decides every PutDedup of the group: it reads the keys at
-// or below their queue's highest record in one MultiGet, looks those within the span of the
-// queue's runs up among them, and takes the keys above the highest as new without a read.
-// Applying each PutDedup (Apply) then writes its record, or its run's (keys.h: the keys of a
-// queue above every record of it, at least kMinDedupRunKeys, in one value), or reports the
-// duplicate, whose entry RocksDbStore::Apply does not write.
+// write group is applied, Prefetch decides every PutDedup of the group: it takes the keys
+// above their queue's highest record, and those in a span it knows holds no record (a
+// stream), as new without a read, reads the others in one MultiGet, and looks those within
+// the span of the queue's runs up among them. Applying each PutDedup (Apply) then writes its
+// record, or its run's (keys.h: new keys of a queue with no record between them, in one
+// value), or reports the duplicate, whose entry RocksDbStore::Apply does not write.
 //
-// State: what it knows of each window (DedupBounds: two or three keys and a few gaps per queue,
-// whatever the window holds) and the group being written. Everything it keeps is read from the
-// store again when it is forgotten (Reset, a failed write), so it is never more than a way to
+// State: what it knows of each window (DedupBounds: three keys, a few gaps and a few streams per
+// queue, whatever the window holds) and the group being written. Everything it keeps is read from
+// the store again when it is forgotten (Reset, a failed write), so it is never more than a way to
 // read less.
 //
 // Thread safety: the store's writer thread only (RocksDbStore owns one).
@@ -44,6 +44,8 @@ class DedupWriter {
     uint64_t runs = 0;            // runs made
     uint64_t runs_converted = 0;  // runs found interleaved, rewritten as records of their own
     uint64_t run_lookups = 0;     // keys looked up among runs
+    uint64_t stream_keys = 0;     // keys below the highest found new in a stream, unread
+    uint64_t streams = 0;         // streams learnt
   };
 
   // The database and its "dedup" family, at each (re)open; forgets every window.
@@ -81,15 +83,45 @@ class DedupWriter {
     // tables where it moves the others (docs/benchmarks.md, "Runs").
     bool rising = false;
     // Spans between runs, learnt from lookups that fell in one: (lower, upper), both
-    // exclusive, no run key between them. Runs are only made above the highest key, so a gap
-    // stays one. Several publishers, each with keys of its own that rise, make runs of the
-    // highest publisher's keys only, and the others' keys fall in a few such gaps. At most
-    // kMaxGaps, the oldest replaced first.
+    // exclusive, no run key between them. A run the writer writes later may land in one (in a
+    // stream, or above the highest key when the runs there have expired): once that write
+    // succeeded, the gaps it overlaps are forgotten (Written). At most kMaxGaps, the oldest
+    // replaced first.
     std::vector<std::pair<std::string, std::string>> gaps;
     size_t next_gap = 0;  // the one to replace next
     void Learn(std::pair<std::string, std::string> gap);
+    // Spans below the highest key that hold no record of the queue at all, alone or in a run
+    // (a publisher's own keys that rise, below another's: "streams"). A key in one is new
+    // without a read, and a group's keys in one are disjoint from every record, so they are
+    // written as a run as the keys above the highest are. Learnt by two seeks above the
+    // highest of a block of keys a group read and found new (LearnStream); `lower` then rises
+    // to the highest key each group writes in it. At most kMaxStreams, pairwise disjoint (a
+    // `lower` whose record has expired and gone is still a bound: no stream is learnt from it
+    // up), and every key written stays outside all of them but as a `lower`, so a span never
+    // holds a record (the keys of a group are decided before any of its spans is learnt).
+    struct Stream {
+      std::string lower;    // exclusive: the highest key written in or below it
+      std::string upper;    // exclusive: a record, a run's first key, the highest key, a key
+                            // of the group that learnt it, or another stream's lower
+      bool rising = false;  // its last keys were a run: the next go in one however few
+    };
+    std::vector<Stream> streams;
+    size_t next_stream = 0;  // the one to replace next
+    // Streams are learnt at every chance (a block of keys read and found new) while they
+    // serve: a group with keys in one sets learn_every back to 1. Each stream learnt doubles
+    // it, up to kMaxLearnEvery, and that many chances less one pass before the next is
+    // learnt. Keys in no order, whose streams few later keys fall in, so seldom pay its two
+    // seeks: at every group they cost wharfd about 0.4 µs a message more (docs/benchmarks.md,
+    // "Streams").
+    uint32_t learn_every = 1;
+    uint32_t chances_left = 0;
+    void Open(Stream stream);
+    // Drops the gaps that overlap [low, high], where a run was just written.
+    void ForgetGapsOver(const std::string& low, const std::string& high);
   };
   static constexpr size_t kMaxGaps = 16;
+  static constexpr size_t kMaxStreams = 16;
+  static constexpr uint32_t kMaxLearnEvery = 1024;
   static constexpr uint32_t kNoRun = UINT32_MAX;
 
   // The group's PutDedup ops with their keys (DedupKey, made once: the record is written under
@@ -106,6 +138,13 @@ class DedupWriter {
     std::string key;    // DedupRunKey of its highest key
     std::string value;  // its records
     bool written = false;
+  };
+  // A run this group writes: gaps between runs that overlap it, learnt from the store as it
+  // was, are no longer gaps once it is written (Written).
+  struct NewRun {
+    uint64_t queue_id = 0;
+    std::string low;   // its first key
+    std::string high;  // its last
   };
   // A run that a lookup of this group found interleaved with other keys (a key in its span
   // that it does not hold): rewritten as records of their own in this group's write, so that
@@ -129,6 +168,13 @@ class DedupWriter {
   Status FindInRun(rocksdb::Iterator* runs, const std::string& key, DedupBounds* bounds,
                    std::optional<DedupValue>* record);
   void WriteConversions(rocksdb::WriteBatch* wb);
+  // Opens a stream above `top` (a key this group read and found new, and writes), up to the
+  // next record of its queue (alone or in a run), the highest key, the next key of the group
+  // (`next`, empty: none) and the next stream, whichever is lowest. `it`: an iterator over the
+  // family (made by the caller, reused). Nothing is learnt when `top` is in a run's span (a
+  // run this group converts: FindInRun) or a read fails. Whether one was learnt.
+  bool LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
+                   const std::string& top, const std::string& next);
   // Of two records of one key (alone and in a run), the one that expires last: the other, if
   // any, had expired when it was written.
   static std::optional<DedupValue> Later(const std::optional<DedupValue>& a,
@@ -145,6 +191,7 @@ class DedupWriter {
   std::vector<PlannedDedup> plan_;
   std::vector<Run> runs_;
   std::vector<Conversion> conversions_;
+  std::vector<NewRun> new_runs_;
   // Keys whose read failed in Prefetch are read again, one Get each, by Apply; those it
   // recorded in this group (DedupKey -> message id).
   std::unordered_map<std::string, uint64_t> unplanned_;

@@ -53,8 +53,9 @@
 //     order too. Formats 7 to 11 wrote fixed64be(queue-id) dedup-key, whose first byte is 0
 //     (queue ids are below 2^56); Recover moves such records (CopyLegacyDedupRecords).
 //     'r' fixed64be(queue-id) byte(n) dedup-key -> dedup-run (format 13)
-//     A run: the records of keys one write group found above every record of their queue
-//     (at least kMinDedupRunKeys of them), in one value, under the run's highest key.
+//     A run: the records of new keys of one write group with no record of their queue between
+//     them (above every record, or in a span the writer knows to be empty: a stream), in one
+//     value, under the run's highest key.
 //     dedup-run := (byte(n) dedup-key fixed64le(message-id) fixed64le(expires-at-ms))+,
 //     in the byte order of their 'k' keys. Runs of a queue never overlap, one another nor
 //     any record written before them (DedupWriter::Prefetch).

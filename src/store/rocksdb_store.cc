@@ -444,6 +444,8 @@ void RocksDbStore::PrefetchDedup(const std::deque<Request>& group, rocksdb::Writ
   counters_.dedup_runs += counts.runs;
   counters_.dedup_runs_converted += counts.runs_converted;
   counters_.dedup_run_lookups += counts.run_lookups;
+  counters_.dedup_stream_keys += counts.stream_keys;
+  counters_.dedup_streams += counts.streams;
 }
 
 void RocksDbStore::PlanGroup(const std::deque<Request>& group) {

@@ -102,12 +102,14 @@ struct StoreCounters {
   uint64_t commits = 0;        // Commit() calls written
   uint64_t bytes_written = 0;  // WriteBatch bytes
   uint64_t elided = 0;         // entries put and removed in one group: never written
-  // Deduplication keys read from the store: a key above every record of its queue needs none
-  // (store/dedup_writer.h).
+  // Deduplication keys read from the store: a key above every record of its queue, or in a
+  // stream, needs none (store/dedup_writer.h).
   uint64_t dedup_reads = 0;
-  uint64_t dedup_runs = 0;            // runs written: keys above every record, one value a group
+  uint64_t dedup_runs = 0;            // runs written: new keys no record is between, one value
   uint64_t dedup_runs_converted = 0;  // runs a lookup found interleaved: rewritten as records
   uint64_t dedup_run_lookups = 0;     // keys looked up among runs (only those within their span)
+  uint64_t dedup_stream_keys = 0;     // keys below the highest found new in a stream, unread
+  uint64_t dedup_streams = 0;         // streams learnt (two seeks each)
   Histogram sync_ms;                  // how long each synced write took (the fsync included)
 };
 

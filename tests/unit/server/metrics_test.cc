@@ -107,6 +107,8 @@ TEST(Metrics, StoreFigures) {
   store.dedup_reads = 7;
   store.dedup_runs = 2;
   store.dedup_run_lookups = 3;
+  store.dedup_stream_keys = 5;
+  store.dedup_streams = 6;
   store.dedup_runs_converted = 1;
   store.sync_ms.Observe(1.5);
   std::string text = RenderMetrics(Sample(), &store, 1'000'000);
@@ -116,6 +118,8 @@ TEST(Metrics, StoreFigures) {
   EXPECT_TRUE(Has(text, "wharf_store_dedup_reads_total 7"));
   EXPECT_TRUE(Has(text, "wharf_store_dedup_runs_total 2"));
   EXPECT_TRUE(Has(text, "wharf_store_dedup_run_lookups_total 3"));
+  EXPECT_TRUE(Has(text, "wharf_store_dedup_stream_keys_total 5"));
+  EXPECT_TRUE(Has(text, "wharf_store_dedup_streams_total 6"));
   EXPECT_TRUE(Has(text, "wharf_store_dedup_runs_converted_total 1"));
   EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.001\"} 0"));
   EXPECT_TRUE(Has(text, "wharf_store_sync_latency_seconds_bucket{le=\"0.0025\"} 1"));

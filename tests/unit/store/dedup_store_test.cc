@@ -4,12 +4,17 @@
 // its queue.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "store/dedup_expiry.h"
+#include "store/dedup_writer.h"
 #include "store/keys.h"
 #include "store/rocksdb_store.h"
 #include "unit/store/store_test_util.h"
@@ -314,7 +319,10 @@ TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) 
   // make one run spanning from the lower publisher's keys to the higher's. The lower one's
   // next keys fall between the two inside that run, which is then rewritten as records of
   // their own (DedupWriter::Conversion); from the next group on, the writer knows no
-  // run holds keys there and does not look them up (DedupWriter::DedupBounds::gaps).
+  // run holds keys there and does not look them up (DedupWriter::DedupBounds::gaps). That
+  // group's keys of the lower one open a stream above them (DedupBounds::streams), in which
+  // its keys after that are new without a read, and a run of their own: inside the gap the
+  // conversion left, which is then forgotten.
   DeclareQueue(kQueue, "q");
   uint64_t seq = 1, id = 100;
   StoreBatch start;
@@ -327,7 +335,8 @@ TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) 
   }
   ASSERT_TRUE(Commit(std::move(both)).ok());
   ASSERT_EQ(store_->counters().dedup_runs, 1u);
-  for (int from : {20, 30}) {  // each group: a's next ten keys and b's
+  for (int from : {20, 30, 40}) {  // each group: a's next ten keys and b's
+    SCOPED_TRACE(from);
     const StoreCounters before = store_->counters();
     StoreBatch next;
     std::vector<testing::DedupOutcomeRef> outcomes;
@@ -338,29 +347,113 @@ TEST_F(DedupStoreTest, KeysBetweenTwoPublishersRunsConvertTheRunThenFallInAGap) 
     ASSERT_TRUE(Commit(std::move(next)).ok());
     for (auto& outcome : outcomes) EXPECT_EQ(outcome->duplicate_of, 0u);
     // a's keys: read (below the highest), looked up among runs in the group that finds the
-    // mixed run, none after; b's: above the highest, a run.
-    EXPECT_EQ(store_->counters().dedup_reads - before.dedup_reads, 10u);
-    EXPECT_EQ(store_->counters().dedup_run_lookups - before.dedup_run_lookups,
-              from == 20 ? 10u : 0u);
-    EXPECT_EQ(store_->counters().dedup_runs - before.dedup_runs, 1u);
-    EXPECT_EQ(store_->counters().dedup_runs_converted, 1u);
+    // mixed run, none after; from the third group on in a stream (unread), and a run. b's:
+    // above the highest, a run.
+    const StoreCounters after = store_->counters();
+    EXPECT_EQ(after.dedup_reads - before.dedup_reads, from == 40 ? 0u : 10u);
+    EXPECT_EQ(after.dedup_stream_keys - before.dedup_stream_keys, from == 40 ? 10u : 0u);
+    EXPECT_EQ(after.dedup_run_lookups - before.dedup_run_lookups, from == 20 ? 10u : 0u);
+    EXPECT_EQ(after.dedup_runs - before.dedup_runs, from == 40 ? 2u : 1u);
+    EXPECT_EQ(after.dedup_runs_converted, 1u);
   }
   // And every key is still found: a's and b's of the converted run, b's of the last, a's
-  // recorded alone; after a reopen too (the gaps are forgotten, then learnt again).
+  // recorded alone and in the stream's run (looked up: the gap it is in is forgotten); after
+  // a reopen too (the gaps and streams are forgotten, then learnt again).
   for (const char* when : {"before a reopen", "after a reopen"}) {
     SCOPED_TRACE(when);
+    const StoreCounters before = store_->counters();
     StoreBatch retries;
     auto a = AddPublish(&retries, kQueue, seq++, id++, "a-15");
     auto b_old = AddPublish(&retries, kQueue, seq++, id++, "b-15");
     auto b = AddPublish(&retries, kQueue, seq++, id++, "b-35");
     auto a_new = AddPublish(&retries, kQueue, seq++, id++, "a-35");
+    auto a_stream = AddPublish(&retries, kQueue, seq++, id++, "a-45");
     ASSERT_TRUE(Commit(std::move(retries)).ok());
     EXPECT_EQ(a->duplicate_of, 111u);  // ids: a-00 100, then a-10 101, b-10 102, a-11 103...
     EXPECT_EQ(b_old->duplicate_of, 112u);
-    EXPECT_NE(b->duplicate_of, 0u);
-    EXPECT_NE(a_new->duplicate_of, 0u);
+    EXPECT_EQ(b->duplicate_of, 152u);
+    EXPECT_EQ(a_new->duplicate_of, 151u);
+    EXPECT_EQ(a_stream->duplicate_of, 171u);
+    EXPECT_EQ(store_->counters().dedup_reads - before.dedup_reads, 5u);
     Reopen();
   }
+}
+
+TEST_F(DedupStoreTest, ThePublishersBelowTheHighestHaveTheirKeysInRunsOfTheirOwn) {
+  // Three publishers with keys of their own that rise: c's are above the highest, a's and b's
+  // below it. Their keys, read once and found new, open a stream each (DedupWriter::
+  // DedupBounds::streams), in which the next keys are new without a read and written as a run:
+  // from the third group on, nothing is read and every publisher's keys are a run.
+  DeclareQueue(kQueue, "q");
+  uint64_t seq = 1, id = 1000;
+  std::map<std::string, uint64_t> ids;  // every key recorded, with its message
+  auto group = [&](int from, int to) {
+    StoreBatch batch;
+    std::vector<testing::DedupOutcomeRef> outcomes;
+    for (int i = from; i < to; ++i) {
+      for (const char* publisher : {"a-", "b-", "c-"}) {
+        const std::string key = publisher + std::to_string(i);
+        ids[key] = id;
+        outcomes.push_back(AddPublish(&batch, kQueue, seq++, id++, key));
+      }
+    }
+    ASSERT_TRUE(Commit(std::move(batch)).ok());
+    for (auto& outcome : outcomes) EXPECT_EQ(outcome->duplicate_of, 0u);
+  };
+  struct Cost {
+    uint64_t reads, stream_keys, runs;
+  };
+  auto cost_of = [&](int from, int to) {
+    const StoreCounters before = store_->counters();
+    group(from, to);
+    const StoreCounters after = store_->counters();
+    return Cost{after.dedup_reads - before.dedup_reads,
+                after.dedup_stream_keys - before.dedup_stream_keys,
+                after.dedup_runs - before.dedup_runs};
+  };
+  group(100, 101);  // three records of their own (too few for a run)
+  // c's: above the highest, a run. a's and b's: read, new, together (one block): a stream
+  // opens above b's highest.
+  Cost cost = cost_of(101, 111);
+  EXPECT_EQ(cost.reads, 20u);
+  EXPECT_EQ(cost.stream_keys, 0u);
+  EXPECT_EQ(cost.runs, 1u);
+  // b's in the stream: a run, unread; a's read, and a stream opens above them.
+  cost = cost_of(111, 121);
+  EXPECT_EQ(cost.reads, 10u);
+  EXPECT_EQ(cost.stream_keys, 10u);
+  EXPECT_EQ(cost.runs, 2u);
+  // All three in runs, nothing read, however few the keys once a stream's keys are in runs.
+  for (auto [from, to] : {std::pair{121, 131}, {131, 133}}) {
+    cost = cost_of(from, to);
+    EXPECT_EQ(cost.reads, 0u);
+    EXPECT_EQ(cost.stream_keys, 2u * (to - from));
+    EXPECT_EQ(cost.runs, 3u);
+  }
+  EXPECT_EQ(store_->counters().dedup_runs_converted, 0u);
+
+  // Every key is a duplicate of its message, in a run or alone; before and after a reopen.
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    StoreBatch retries;
+    std::vector<std::pair<testing::DedupOutcomeRef, uint64_t>> expect;
+    for (const auto& [key, holder] : ids) {
+      expect.emplace_back(AddPublish(&retries, kQueue, seq++, id++, key), holder);
+    }
+    ASSERT_TRUE(Commit(std::move(retries)).ok());
+    for (auto& [outcome, holder] : expect) EXPECT_EQ(outcome->duplicate_of, holder);
+  };
+  check("before a reopen");
+  Reopen();
+  check("after a reopen");
+  group(133, 143);  // the streams are learnt again, one a group
+  group(143, 153);
+  check("after the streams are learnt again");
+  cost = cost_of(153, 163);
+  EXPECT_EQ(cost.reads, 0u);
+  EXPECT_EQ(store_->counters().dedup_runs_converted, 0u);
+  check("at the end");
+  EXPECT_EQ(LoadIds(kQueue).size(), ids.size());
 }
 
 TEST_F(DedupStoreTest, AnExpiredKeyIsAcceptedAgainAndWindowsArePerQueue) {
@@ -437,6 +530,124 @@ TEST_F(DedupStoreTest, RemovingTheQueueRemovesItsWindow) {
   for (auto* h : handles) db->DestroyColumnFamilyHandle(h);
   delete db;
   EXPECT_EQ(records, 0u);
+}
+
+// DedupWriter on a database of its own whose compactions drop expired records, as the store's
+// "dedup" family does, so that a test can have records expire and go between two groups
+// while the writer keeps what it learnt (a reopen of the store would forget it).
+class DedupWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    options.compaction_filter_factory = std::make_shared<DedupExpiryFactory>();
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir_.path() + "/db", &raw).ok());
+    db_.reset(raw);
+    writer_.Reset(db_.get(), db_->DefaultColumnFamily());
+  }
+  // Decides and writes one group of keys of kQueue, each published once with a message id of
+  // its own (from 1 up), expiring at `expires_at_ms` (0: in an hour). Returns each one's
+  // duplicate_of; counts_ holds what the group cost.
+  std::vector<uint64_t> Group(const std::vector<std::string>& keys, int64_t expires_at_ms = 0) {
+    const int64_t now = NowMs();
+    if (expires_at_ms == 0) expires_at_ms = now + 3'600'000;
+    StoreBatch batch;
+    std::vector<testing::DedupOutcomeRef> outcomes;
+    for (const std::string& key : keys) {
+      outcomes.push_back(testing::AddDedup(
+          &batch, StoreBatch::PutDedup{kQueue, key, next_id_++, expires_at_ms, now}));
+    }
+    rocksdb::WriteBatch wb;
+    counts_ = writer_.Prefetch({&batch}, &wb);
+    for (const StoreBatch::Op& op : batch.ops()) {
+      bool duplicate = false;
+      EXPECT_TRUE(writer_.Apply(batch, std::get<StoreBatch::PutDedup>(op), &wb, &duplicate).ok());
+    }
+    const bool written = db_->Write(rocksdb::WriteOptions(), &wb).ok();
+    EXPECT_TRUE(written);
+    writer_.Written(written);
+    std::vector<uint64_t> duplicate_of;
+    for (auto& outcome : outcomes) duplicate_of.push_back(outcome->duplicate_of);
+    return duplicate_of;
+  }
+  // Compacts everything: expired records and runs go.
+  void Compact() {
+    ASSERT_TRUE(db_->Flush(rocksdb::FlushOptions()).ok());
+    ASSERT_TRUE(db_->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr).ok());
+  }
+  static std::vector<std::string> Keys(int from, int to) {  // "a-<from>" to "a-<to - 1>"
+    std::vector<std::string> keys;
+    for (int i = from; i < to; ++i) keys.push_back("a-" + std::to_string(i));
+    return keys;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  DedupWriter writer_;
+  DedupWriter::Counts counts_;
+  uint64_t next_id_ = 1;
+};
+
+TEST_F(DedupWriterTest, AStreamIsNotLearntAgainFromItsLowerEndOnceThatRecordHasGone) {
+  // A stream's lower end is a key the writer recorded. Once that record has expired and gone,
+  // the same keys read absent again; the block they make must not open a second stream over
+  // the first (their keys would then be taken for new in whichever is met first).
+  Group({"z-99"});                                              // the highest key: 1
+  Group(Keys(10, 18), NowMs() - 1);                             // read, new: a stream (a-17, z-99)
+  Compact();                                                    // a-10 to a-17 go
+  EXPECT_EQ(Group(Keys(10, 18)), std::vector<uint64_t>(8, 0));  // new again; ids 10 to 17
+  EXPECT_EQ(counts_.reads, 8u);
+  EXPECT_EQ(Group(Keys(18, 26)), std::vector<uint64_t>(8, 0));  // in the stream: ids 18 to 25
+  EXPECT_EQ(counts_.stream_keys, 8u);
+  EXPECT_EQ(counts_.runs, 1u);
+  EXPECT_EQ(Group({"a-20", "a-17"}), (std::vector<uint64_t>{20, 17}));
+  EXPECT_EQ(counts_.reads, 2u);
+}
+
+TEST_F(DedupWriterTest, AGapLearntWhenTheRunsHadGoneIsForgottenOnceARunIsWrittenInIt) {
+  // The runs above every record expire and go, while the writer still counts them in its
+  // runs' span: a lookup then finds no run and learns a gap over the whole queue. A run
+  // written above the highest key later lands in that gap, which must not hide it.
+  Group({"a-00"});                   // id 1
+  Group(Keys(10, 18), NowMs() - 1);  // above the highest: a run (ids 2 to 9)
+  EXPECT_EQ(counts_.runs, 1u);
+  Compact();                                             // the run goes
+  EXPECT_EQ(Group({"a-12"}), std::vector<uint64_t>{0});  // looked up, no run: a gap; id 10
+  EXPECT_EQ(counts_.run_lookups, 1u);
+  EXPECT_EQ(Group(Keys(20, 28)), std::vector<uint64_t>(8, 0));  // a run above it: ids 11 to 18
+  EXPECT_EQ(counts_.runs, 1u);
+  EXPECT_EQ(Group({"a-22", "a-12"}), (std::vector<uint64_t>{13, 10}));
+  EXPECT_EQ(counts_.run_lookups, 2u);  // both within the runs' span, in no gap
+}
+
+TEST_F(DedupWriterTest, KeysInNoOrderLearnStreamsLessAndLessOften) {
+  // Each group's keys are read and new, a block that could open a stream above its highest;
+  // no later key falls in one (each group's keys are just below the last group's), so streams
+  // are learnt at chances 1, 2, 4, 8, 16 and 32 of 40. Once a key falls in one, at every chance.
+  Group({"z-99999"});      // the highest key (as long as the others: keys sort by length first)
+  auto keys = [](int g) {  // "a-00100" - g, "a-01100" - g, ... "a-07100" - g
+    std::vector<std::string> keys;
+    for (int i = 0; i < 8; ++i) {
+      const std::string n = std::to_string(i * 1000 + 100 - g);
+      keys.push_back("a-" + std::string(5 - n.size(), '0') + n);
+    }
+    return keys;
+  };
+  std::vector<int> learnt;
+  for (int g = 0; g < 40; ++g) {
+    EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(8, 0));
+    EXPECT_EQ(counts_.stream_keys, 0u);
+    if (counts_.streams > 0) learnt.push_back(g);
+  }
+  EXPECT_EQ(learnt, (std::vector<int>{0, 1, 3, 7, 15, 31}));
+  // Now a key falls in the stream the first group opened (from its highest key, "a-07100", up
+  // to "z-99999"): streams serve again, and the group's block learns one at once.
+  std::vector<std::string> group = keys(40);
+  group.push_back("a-07200");
+  EXPECT_EQ(Group(group), std::vector<uint64_t>(9, 0));
+  EXPECT_EQ(counts_.stream_keys, 1u);
+  EXPECT_EQ(counts_.streams, 1u);
 }
 
 // Compaction drops expired records and keeps live ones (and anything it cannot read).
