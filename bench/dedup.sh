@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Publish deduplication figures for docs/benchmarks.md (docs/lifecycle.md, "Deduplication"):
-#   throughput  persistent confirmed publish (1 producer, confirm window 1000, no consumer,
-#               S seconds) into a queue without a window ("off"), the same with every publish
+#   throughput  persistent confirmed publish (P producers, each with keys of its own: the
+#               run's start time and its number, then its sequence number; confirm window
+#               1000, no consumer, S seconds) into a queue without a window ("off"), the same with every publish
 #               carrying its own deduplication_id ("keys": what the key costs), into one with a
 #               5-minute window and the keys ("on"), and the same with each key in the
 #               message's x-deduplication-header instead ("header"), and "on" with keys in no
@@ -15,8 +16,8 @@
 #   window      K keys published and consumed through one queue with a 7-day window (the queue
 #               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
 #
-#   make build && bench/dedup.sh [seconds S] [rounds R] [keys K] [kinds "KIND ..."]
-#   default: seconds 15 rounds 3 keys 10000000 kinds "off keys on header"
+#   make build && bench/dedup.sh [seconds S] [rounds R] [keys K] [kinds "KIND ..."] [producers P]
+#   default: seconds 15 rounds 3 keys 10000000 kinds "off keys on header" producers 1
 #
 # wharfd on 127.0.0.1:5684, one per run, with a throw-away data directory. Bounded: every
 # wharf-perf run has --duration or --count. Needs about 60 bytes of disk per key.
@@ -24,18 +25,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 port=5684
-declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000 [kinds]="off keys on header")
+declare -A want=([seconds]=15 [rounds]=3 [keys]=10000000 [kinds]="off keys on header"
+                 [producers]=1)
 while [ $# -ge 2 ]; do want[$1]=$2; shift 2; done
 name=dedup
 source bench/common.sh
 
-echo "throughput: ${want[seconds]} s per run, ${want[rounds]} rounds"
+echo "throughput: ${want[producers]} producers, ${want[seconds]} s per run, ${want[rounds]} rounds"
 echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for round in $(seq "${want[rounds]}"); do
   for window in ${want[kinds]}; do
-    flags=(--persistent --confirm 1000 --producers 1 --consumers 0 --duration "${want[seconds]}"
-           --delete --queue "dedup-$window-$round")
+    flags=(--persistent --confirm 1000 --producers "${want[producers]}" --consumers 0
+           --duration "${want[seconds]}" --delete --queue "dedup-$window-$round")
     [ "$window" = keys ] && flags+=(--dedup-keys)
     [ "$window" = on ] && flags+=(--dedup-window 300000)
     [ "$window" = header ] && flags+=(--dedup-window 300000 --dedup-header)
