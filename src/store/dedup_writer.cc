@@ -500,7 +500,12 @@ Status DedupWriter::Apply(const StoreBatch& batch, const StoreBatch::PutDedup& o
       } else if (!s.IsNotFound()) {
         return FromRocksDb(s, "cannot read a deduplication record");
       }
-      if (MayBeInRun(BoundsOf(op.queue_id), unplanned)) {
+      // What Prefetch knew of the window, not BoundsOf: should its read of the bounds have
+      // failed there and succeed now, it would read the store without this group's records
+      // (in `wb` only) and keep a highest key below them, so that a retry of one would be
+      // taken for new until the next reopen. Without an entry, the key is looked up.
+      const auto known = bounds_.find(op.queue_id);
+      if (MayBeInRun(known != bounds_.end() ? &known->second : nullptr, unplanned)) {
         std::unique_ptr<rocksdb::Iterator> runs(db_->NewIterator(rocksdb::ReadOptions(), family_));
         std::optional<DedupValue> in_run;
         if (Status found = FindInRun(runs.get(), unplanned, nullptr, &in_run); !found.ok()) {

@@ -108,11 +108,11 @@ class DedupWriter {
     std::vector<Stream> streams;
     size_t next_stream = 0;  // the one to replace next
     // Streams are learnt at every chance (a block of keys read and found new) while they
-    // serve: a group with keys in one sets learn_every back to 1. Each stream learnt doubles
-    // it, up to kMaxLearnEvery, and that many chances less one pass before the next is
-    // learnt. Keys in no order, whose streams few later keys fall in, so seldom pay its two
-    // seeks: at every group they cost wharfd about 0.4 µs a message more (docs/benchmarks.md,
-    // "Streams").
+    // serve: a group with keys in one sets learn_every back to 1. Each chance taken doubles
+    // it, up to kMaxLearnEvery, and as many chances as it was, less one, pass before the next
+    // is taken (chances 1, 2, 4, 8...). Keys in no order, whose streams few later keys fall
+    // in, so seldom pay its two seeks: at every group they cost wharfd about 0.4 µs a message
+    // more (docs/benchmarks.md, "Streams").
     uint32_t learn_every = 1;
     uint32_t chances_left = 0;
     void Open(Stream stream);

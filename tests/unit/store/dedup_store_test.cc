@@ -383,7 +383,7 @@ TEST_F(DedupStoreTest, ThePublishersBelowTheHighestHaveTheirKeysInRunsOfTheirOwn
   // Three publishers with keys of their own that rise: c's are above the highest, a's and b's
   // below it. Their keys, read once and found new, open a stream each (DedupWriter::
   // DedupBounds::streams), in which the next keys are new without a read and written as a run:
-  // from the third group on, nothing is read and every publisher's keys are a run.
+  // from the fourth group on, nothing is read and every publisher's keys are a run.
   DeclareQueue(kQueue, "q");
   uint64_t seq = 1, id = 1000;
   std::map<std::string, uint64_t> ids;  // every key recorded, with its message
