@@ -12,7 +12,9 @@
 #               header") alternated for R rounds.
 #               Each run on a wharfd of its own with an empty data directory, so that none
 #               pays for the flushes and compactions of the one before it. With wharfd's CPU
-#               time per message (user + system, from /proc).
+#               time per message (user + system, from /proc) and, for a window, the store's
+#               counters at the end (wharf_store_dedup_*: keys read, keys found new in a
+#               stream unread, streams learnt; docs/operations.md).
 #   window      K keys published and consumed through one queue with a 7-day window (the queue
 #               stays near empty, the keys stay): wharfd's RSS and the store's size every 10 s.
 #
@@ -32,8 +34,15 @@ name=dedup
 source bench/common.sh
 
 echo "throughput: ${want[producers]} producers, ${want[seconds]} s per run, ${want[rounds]} rounds"
-echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg"
+echo "round window pub_rate conf_p99_us wharfd_cpu_us_per_msg [reads stream_keys streams]"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+metrics=$((port + 1))
+dedup_counters() {
+  python3 -c "import urllib.request; print(' '.join(l.split()[0][18:-6] + '=' + l.split()[1] \
+for l in urllib.request.urlopen('http://127.0.0.1:$metrics/metrics').read().decode().splitlines() \
+if l.split(' ')[0] in ('wharf_store_dedup_reads_total', 'wharf_store_dedup_stream_keys_total', \
+'wharf_store_dedup_streams_total')))"
+}
 for round in $(seq "${want[rounds]}"); do
   for window in ${want[kinds]}; do
     flags=(--persistent --confirm 1000 --producers "${want[producers]}" --consumers 0
@@ -43,18 +52,21 @@ for round in $(seq "${want[rounds]}"); do
     [ "$window" = header ] && flags+=(--dedup-window 300000 --dedup-header)
     [ "$window" = random ] && flags+=(--dedup-window 300000 --dedup-random)
     [ "$window" = ordered ] && flags+=(--dedup-window 300000 --dedup-ordered)
-    restart
+    restart --metrics-listen 127.0.0.1:$metrics --amqp-listen off
     before=$(cpu_ticks)
     out=$(perf_json "${flags[@]}")
     ticks=$(($(cpu_ticks) - before))
     cpu=$(echo "$out" | python3 -c "import json,sys,os; j=json.loads(sys.stdin.read()); \
 print(round($ticks * 1e6 / os.sysconf('SC_CLK_TCK') / max(j['published'], 1), 2))")
-    echo "$round $window $(echo "$out" | field pub_rate) $(echo "$out" | field conf_p99_us) $cpu"
+    counters=
+    case $window in off | keys) ;; *) counters=$(dedup_counters) ;; esac
+    echo "$round $window $(echo "$out" | field pub_rate) $(echo "$out" | field conf_p99_us) $cpu" \
+      $counters
   done
 done
 
 echo "window: ${want[keys]} keys through a queue with a 7-day window"
-restart
+restart --amqp-listen off
 echo "seconds rss_mb store_mb"
 began=$(now_ms)
 "$perf" --server 127.0.0.1:$port --persistent --confirm 1000 --producers 1 --consumers 1 \

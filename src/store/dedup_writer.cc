@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,6 +46,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
     }
   }
   if (plan_.empty()) return counts;
+  ++group_;
   // By key; stable, so that the publishes of one key stay in the order Apply meets them.
   std::stable_sort(plan_.begin(), plan_.end(),
                    [](const PlannedDedup& a, const PlannedDedup& b) { return a.key < b.key; });
@@ -86,18 +88,14 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       above = begin;
       while (above < end && !(key_of(above) > bounds->high)) ++above;
     }
-    // The queue's streams in key order (they do not overlap), met in turn by the sorted keys.
-    std::vector<DedupBounds::Stream*> streams;
-    if (bounds) {
-      for (DedupBounds::Stream& stream : bounds->streams) streams.push_back(&stream);
-      std::sort(streams.begin(), streams.end(),
-                [](const auto* a, const auto* b) { return a->lower < b->lower; });
-    }
+    // The queue's streams (in key order: they do not overlap), met in turn by the sorted keys.
+    std::span<DedupBounds::Stream> streams;
+    if (bounds) streams = bounds->streams;
     auto cursor = streams.begin();
     for (size_t k = begin; k < above;) {
-      while (cursor != streams.end() && !(key_of(k) < (*cursor)->upper)) ++cursor;
+      while (cursor != streams.end() && !(key_of(k) < cursor->upper)) ++cursor;
       DedupBounds::Stream* stream =
-          cursor != streams.end() && key_of(k) > (*cursor)->lower ? *cursor : nullptr;
+          cursor != streams.end() && key_of(k) > cursor->lower ? &*cursor : nullptr;
       if (!stream) {
         read_as[k] = keys.size();
         keys.emplace_back(key_of(k));
@@ -111,6 +109,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       size_t last = k + 1;
       while (last < above && key_of(last) < stream->upper) ++last;
       counts.stream_keys += last - k;
+      stream->used = group_;
       bounds->learn_every = 1;  // streams serve
       bounds->chances_left = 0;
       if (last - k >= kMinDedupRunKeys || stream->rising) {
@@ -367,9 +366,13 @@ bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBou
   std::string upper = bounds->high;
   if (!next.empty() && next < upper) upper = next;
   // Not from a stream's lower end up: that key's record may have expired and gone since (then
-  // `top` read absent), and the stream still holds the span above it.
-  for (const DedupBounds::Stream& stream : bounds->streams) {
-    if (!(stream.lower < top) && stream.lower < upper) upper = stream.lower;
+  // `top` read absent), and the stream still holds the span above it. No stream holds `top`
+  // (it was read), so the next stream is the first whose lower end is at or above it.
+  auto next_stream = std::lower_bound(
+      bounds->streams.begin(), bounds->streams.end(), top,
+      [](const DedupBounds::Stream& stream, const std::string& key) { return stream.lower < key; });
+  if (next_stream != bounds->streams.end() && next_stream->lower < upper) {
+    upper = next_stream->lower;
   }
   // The next record alone: `top` has none (it was read), so the first key after it (below
   // `upper`, a key of this queue).
@@ -393,17 +396,19 @@ bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBou
     if (first < upper) upper = std::move(first);
   }
   if (!(top < upper)) return false;
-  bounds->Open({top, std::move(upper), false});
+  bounds->Open({top, std::move(upper), false, group_});
   return true;
 }
 
 void DedupWriter::DedupBounds::Open(Stream stream) {
-  if (streams.size() < kMaxStreams) {
-    streams.push_back(std::move(stream));
-  } else {
-    streams[next_stream] = std::move(stream);
-    next_stream = (next_stream + 1) % kMaxStreams;
+  if (streams.size() >= kMaxStreams) {
+    streams.erase(
+        std::min_element(streams.begin(), streams.end(),
+                         [](const Stream& a, const Stream& b) { return a.used < b.used; }));
   }
+  auto at = std::lower_bound(streams.begin(), streams.end(), stream.lower,
+                             [](const Stream& s, const std::string& key) { return s.lower < key; });
+  streams.insert(at, std::move(stream));
 }
 
 void DedupWriter::DedupBounds::ForgetGapsOver(const std::string& low, const std::string& high) {

@@ -99,14 +99,16 @@ class DedupWriter {
     // `lower` whose record has expired and gone is still a bound: no stream is learnt from it
     // up), and every key written stays outside all of them but as a `lower`, so a span never
     // holds a record (the keys of a group are decided before any of its spans is learnt).
+    // Kept in key order (by `lower`, which no change reorders: they are disjoint and a lower
+    // end only rises within its own span), so a group's sorted keys meet them in turn.
     struct Stream {
       std::string lower;    // exclusive: the highest key written in or below it
       std::string upper;    // exclusive: a record, a run's first key, the highest key, a key
                             // of the group that learnt it, or another stream's lower
       bool rising = false;  // its last keys were a run: the next go in one however few
+      uint64_t used = 0;    // the group that last had keys in it, or learnt it (group_)
     };
     std::vector<Stream> streams;
-    size_t next_stream = 0;  // the one to replace next
     // Streams are learnt at every chance (a block of keys read and found new) while they
     // serve: a group with keys in one sets learn_every back to 1. Each chance taken doubles
     // it, up to kMaxLearnEvery, and as many chances as it was, less one, pass before the next
@@ -115,12 +117,16 @@ class DedupWriter {
     // more (docs/benchmarks.md, "Streams").
     uint32_t learn_every = 1;
     uint32_t chances_left = 0;
+    // Adds `stream` in its place; with kMaxStreams already, the one that served longest ago
+    // goes (a publisher that stopped, or a span between keys in no order that none fell in).
     void Open(Stream stream);
     // Drops the gaps that overlap [low, high], where a run was just written.
     void ForgetGapsOver(const std::string& low, const std::string& high);
   };
   static constexpr size_t kMaxGaps = 16;
-  static constexpr size_t kMaxStreams = 16;
+  // A queue's publishers below its highest key, each with keys of its own that rise, that keep
+  // their keys unread: about 180 bytes each at most (two keys), 46 KB a queue.
+  static constexpr size_t kMaxStreams = 256;
   static constexpr uint32_t kMaxLearnEvery = 1024;
   static constexpr uint32_t kNoRun = UINT32_MAX;
 
@@ -187,6 +193,7 @@ class DedupWriter {
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* family_ = nullptr;
   std::unordered_map<uint64_t, DedupBounds> bounds_;
+  uint64_t group_ = 0;  // groups prefetched since Reset (Stream::used)
   // The group being written; cleared by Written.
   std::vector<PlannedDedup> plan_;
   std::vector<Run> runs_;

@@ -650,6 +650,65 @@ TEST_F(DedupWriterTest, KeysInNoOrderLearnStreamsLessAndLessOften) {
   EXPECT_EQ(counts_.streams, 1u);
 }
 
+TEST_F(DedupWriterTest, FortyPublishersBelowTheHighestAllHaveTheirKeysUnread) {
+  // Forty publishers with keys of their own that rise, all below the highest key: each group
+  // teaches the writer the stream of one more of them (the rest of its keys read and new make
+  // one block), until no key of theirs is read.
+  Group({"z-99999999"});   // the highest (as long as the others: keys sort by length first)
+  auto keys = [](int g) {  // "p00-000000".."p39-...": publisher p's keys 8g to 8g + 7
+    std::vector<std::string> keys;
+    for (int p = 0; p < 40; ++p) {
+      for (int i = g * 8; i < g * 8 + 8; ++i) {
+        const std::string n = std::to_string(i);
+        keys.push_back("p" + std::string(p < 10 ? "0" : "") + std::to_string(p) + "-" +
+                       std::string(6 - n.size(), '0') + n);
+      }
+    }
+    return keys;
+  };
+  int g = 0;
+  for (; g < 60 && (g == 0 || counts_.reads > 0); ++g) {
+    EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(320, 0));
+  }
+  EXPECT_EQ(counts_.reads, 0u) << "after " << g << " groups";
+  EXPECT_EQ(counts_.stream_keys, 320u);
+  EXPECT_EQ(counts_.runs, 40u);
+  // Every key is still a duplicate of its message.
+  std::vector<uint64_t> expect;
+  for (uint64_t i = 0; i < 320; ++i) expect.push_back(2 + 320 * uint64_t{3} + i);
+  EXPECT_EQ(Group(keys(3)), expect);
+}
+
+TEST_F(DedupWriterTest, AStreamThatServesIsNotReplacedByOnesThatDoNot) {
+  // Two publishers' streams serve every group, while each group also reads a block of keys in
+  // no order below theirs and learns a stream above it that no later key falls in. Past the
+  // most streams a queue keeps, the ones that stopped serving go, not the two.
+  Group({"z-999999"});  // the highest (as long as the others)
+  auto keys = [](int g) {
+    std::vector<std::string> keys;
+    for (const char* publisher : {"a-", "b-"}) {
+      for (int i = g * 8; i < g * 8 + 8; ++i) {
+        const std::string n = std::to_string(i);
+        keys.push_back(publisher + std::string(6 - n.size(), '0') + n);
+      }
+    }
+    for (int i = 0; i < 8; ++i) {  // below the publishers', each group's below the last one's
+      keys.push_back("0-" + std::to_string(900000 - g * 10 + i));
+    }
+    return keys;
+  };
+  int learnt = 0;
+  for (int g = 0; g < 300; ++g) {
+    EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(24, 0));
+    learnt += static_cast<int>(counts_.streams);
+    if (g >= 4) {
+      EXPECT_EQ(counts_.stream_keys, 16u) << "group " << g;
+      EXPECT_EQ(counts_.reads, 8u) << "group " << g;
+    }
+  }
+  EXPECT_GT(learnt, 280);  // more than a queue keeps
+}
+
 // Compaction drops expired records and keeps live ones (and anything it cannot read).
 TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   TempDir dir;
