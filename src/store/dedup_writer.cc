@@ -75,6 +75,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
   struct QueueKeys {
     size_t begin, end;  // its keys
     DedupBounds* bounds;
+    size_t stream_keys = 0;  // of them, found new in a stream
   };
   std::vector<QueueKeys> queues;
   for (size_t begin = 0; begin < distinct;) {
@@ -109,6 +110,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       size_t last = k + 1;
       while (last < above && key_of(last) < stream->upper) ++last;
       counts.stream_keys += last - k;
+      queues.back().stream_keys += last - k;
       stream->used = group_;
       bounds->learn_every = 1;  // streams serve
       bounds->chances_left = 0;
@@ -197,7 +199,9 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
   }
   // Each block of keys read and found new (kMinDedupRunKeys or more, with no other key of the
   // group between them) opens a stream above its highest: a publisher whose keys rise below
-  // another's has its next keys in it.
+  // another's has its next keys in it. While a queue's streams serve publishers, a block may
+  // hold the keys of several that have none yet, one after another: it opens streams above
+  // each of theirs too (LearnStreamsWithin).
   for (const QueueKeys& queue : queues) {
     if (!queue.bounds) continue;
     for (size_t k = queue.begin; k < queue.end;) {
@@ -212,9 +216,12 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
         --bounds.chances_left;
       } else if (last - k >= kMinDedupRunKeys) {
         if (!runs) runs.reset(db_->NewIterator(rocksdb::ReadOptions(), family_));
-        counts.streams +=
-            LearnStream(runs.get(), plan_[firsts[k]].op->queue_id, &bounds, key_of(last - 1),
-                        last < queue.end ? key_of(last) : std::string());
+        const uint64_t queue_id = plan_[firsts[k]].op->queue_id;
+        counts.streams += LearnStream(runs.get(), queue_id, &bounds, key_of(last - 1),
+                                      last < queue.end ? key_of(last) : std::string());
+        if (queue.stream_keys >= kMinDedupRunKeys) {
+          counts.streams += LearnStreamsWithin(runs.get(), queue_id, &bounds, firsts, k, last);
+        }
         bounds.chances_left = bounds.learn_every - 1;
         bounds.learn_every = std::min(bounds.learn_every * 2, kMaxLearnEvery);
       }
@@ -398,6 +405,35 @@ bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBou
   if (!(top < upper)) return false;
   bounds->Open({top, std::move(upper), false, group_});
   return true;
+}
+
+size_t DedupWriter::LearnStreamsWithin(rocksdb::Iterator* it, uint64_t queue_id,
+                                       DedupBounds* bounds, const std::vector<size_t>& firsts,
+                                       size_t begin, size_t end) {
+  auto key_of = [&](size_t k) -> const std::string& { return plan_[firsts[k]].key; };
+  auto common = [&](size_t j) {  // how long a prefix keys j and j + 1 share
+    const std::string_view a = key_of(j), b = key_of(j + 1);
+    const size_t n = std::min(a.size(), b.size());
+    return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first -
+                               a.begin());
+  };
+  // The block's highest keys are taken for one publisher's (its top eight, as many as a block
+  // needs), and the shortest prefix they share for what any two consecutive keys of one
+  // publisher share. Two keys that share less are taken for two publishers', and the lower
+  // one for the highest of its publisher in the group. A mistaken one (a publisher whose
+  // sequence carries into a digit where the highest's did not) learns a span that no key
+  // falls in, which goes first once the queue has as many streams as it keeps.
+  size_t within = SIZE_MAX;
+  for (size_t j = end - kMinDedupRunKeys; j + 1 < end; ++j) within = std::min(within, common(j));
+  size_t learnt = 0;
+  size_t top = end - 1;  // the highest key of the publisher above the next split
+  for (size_t j = end - 1; j-- > begin && learnt < kMaxStreamsLearntInBlock;) {
+    if (j + 1 - begin < kMinDedupRunKeys) break;  // fewer keys below than a block needs
+    if (top - j < kMinDedupRunKeys || common(j) >= within) continue;
+    learnt += LearnStream(it, queue_id, bounds, key_of(j), key_of(j + 1));
+    top = j;
+  }
+  return learnt;
 }
 
 void DedupWriter::DedupBounds::Open(Stream stream) {

@@ -128,6 +128,8 @@ class DedupWriter {
   // their keys unread: about 180 bytes each at most (two keys), 46 KB a queue.
   static constexpr size_t kMaxStreams = 256;
   static constexpr uint32_t kMaxLearnEvery = 1024;
+  // Two seeks each: a group's block of 64 publishers' keys learns their streams in four groups.
+  static constexpr size_t kMaxStreamsLearntInBlock = 16;
   static constexpr uint32_t kNoRun = UINT32_MAX;
 
   // The group's PutDedup ops with their keys (DedupKey, made once: the record is written under
@@ -181,6 +183,12 @@ class DedupWriter {
   // run this group converts: FindInRun) or a read fails. Whether one was learnt.
   bool LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
                    const std::string& top, const std::string& next);
+  // Within a block of the group's distinct keys [begin, end) (plan_[firsts[k]].key: the k-th)
+  // that were read and found new, besides the stream above its highest key: streams above
+  // the highest key of each publisher below, up to the next key of the group (LearnStream),
+  // at most kMaxStreamsLearntInBlock. How many were learnt.
+  size_t LearnStreamsWithin(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
+                            const std::vector<size_t>& firsts, size_t begin, size_t end);
   // Of two records of one key (alone and in a run), the one that expires last: the other, if
   // any, had expired when it was written.
   static std::optional<DedupValue> Later(const std::optional<DedupValue>& a,

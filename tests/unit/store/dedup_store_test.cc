@@ -651,9 +651,11 @@ TEST_F(DedupWriterTest, KeysInNoOrderLearnStreamsLessAndLessOften) {
 }
 
 TEST_F(DedupWriterTest, FortyPublishersBelowTheHighestAllHaveTheirKeysUnread) {
-  // Forty publishers with keys of their own that rise, all below the highest key: each group
-  // teaches the writer the stream of one more of them (the rest of its keys read and new make
-  // one block), until no key of theirs is read.
+  // Forty publishers with keys of their own that rise, all below the highest key. The first
+  // group's keys are read and new, one block: a stream above its highest key (the last
+  // publisher's). Once that stream serves, each group learns one above the highest key of
+  // each publisher in the block too (up to 16 a block), where the prefix two keys share is
+  // shorter than the one the block's highest keys share: in four groups no key is read.
   Group({"z-99999999"});   // the highest (as long as the others: keys sort by length first)
   auto keys = [](int g) {  // "p00-000000".."p39-...": publisher p's keys 8g to 8g + 7
     std::vector<std::string> keys;
@@ -671,6 +673,7 @@ TEST_F(DedupWriterTest, FortyPublishersBelowTheHighestAllHaveTheirKeysUnread) {
     EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(320, 0));
   }
   EXPECT_EQ(counts_.reads, 0u) << "after " << g << " groups";
+  EXPECT_EQ(g, 5);  // four that read, then one that did not
   EXPECT_EQ(counts_.stream_keys, 320u);
   EXPECT_EQ(counts_.runs, 40u);
   // Every key is still a duplicate of its message.
