@@ -114,6 +114,10 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       stream->used = group_;
       bounds->learn_every = 1;  // streams serve
       bounds->chances_left = 0;
+      if (stream->split) {  // and splits do
+        bounds->split_every = 1;
+        bounds->split_chances_left = 0;
+      }
       if (last - k >= kMinDedupRunKeys || stream->rising) {
         const auto run = static_cast<uint32_t>(runs_.size());
         runs_.push_back({DedupRunKeyOf(key_of(last - 1)), {}, false});
@@ -219,8 +223,12 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
         const uint64_t queue_id = plan_[firsts[k]].op->queue_id;
         counts.streams += LearnStream(runs.get(), queue_id, &bounds, key_of(last - 1),
                                       last < queue.end ? key_of(last) : std::string());
-        if (queue.stream_keys >= kMinDedupRunKeys) {
+        if (queue.stream_keys >= kMinDedupRunKeys && bounds.split_chances_left > 0) {
+          --bounds.split_chances_left;
+        } else if (queue.stream_keys >= kMinDedupRunKeys) {
           counts.streams += LearnStreamsWithin(runs.get(), queue_id, &bounds, firsts, k, last);
+          bounds.split_chances_left = bounds.split_every - 1;
+          bounds.split_every = std::min(bounds.split_every * 2, kMaxLearnEvery);
         }
         bounds.chances_left = bounds.learn_every - 1;
         bounds.learn_every = std::min(bounds.learn_every * 2, kMaxLearnEvery);
@@ -366,7 +374,7 @@ Status DedupWriter::FindInRun(rocksdb::Iterator* runs, const std::string& key, D
 }
 
 bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
-                              const std::string& top, const std::string& next) {
+                              const std::string& top, const std::string& next, bool split) {
   // The highest key is a record (or was, and may have expired since): every key above it is
   // written without a look at the streams, so no span may reach past it.
   if (bounds->high.empty()) return false;
@@ -403,7 +411,7 @@ bool DedupWriter::LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBou
     if (first < upper) upper = std::move(first);
   }
   if (!(top < upper)) return false;
-  bounds->Open({top, std::move(upper), false, group_});
+  bounds->Open({top, std::move(upper), false, group_, split});
   return true;
 }
 
@@ -425,12 +433,13 @@ size_t DedupWriter::LearnStreamsWithin(rocksdb::Iterator* it, uint64_t queue_id,
   // falls in, which goes first once the queue has as many streams as it keeps.
   size_t within = SIZE_MAX;
   for (size_t j = end - kMinDedupRunKeys; j + 1 < end; ++j) within = std::min(within, common(j));
-  size_t learnt = 0;
+  size_t learnt = 0, tried = 0;
   size_t top = end - 1;  // the highest key of the publisher above the next split
-  for (size_t j = end - 1; j-- > begin && learnt < kMaxStreamsLearntInBlock;) {
+  for (size_t j = end - 1; j-- > begin && tried < kMaxStreamsLearntInBlock;) {
     if (j + 1 - begin < kMinDedupRunKeys) break;  // fewer keys below than a block needs
     if (top - j < kMinDedupRunKeys || common(j) >= within) continue;
-    learnt += LearnStream(it, queue_id, bounds, key_of(j), key_of(j + 1));
+    ++tried;
+    learnt += LearnStream(it, queue_id, bounds, key_of(j), key_of(j + 1), /*split=*/true);
     top = j;
   }
   return learnt;

@@ -107,6 +107,7 @@ class DedupWriter {
                             // of the group that learnt it, or another stream's lower
       bool rising = false;  // its last keys were a run: the next go in one however few
       uint64_t used = 0;    // the group that last had keys in it, or learnt it (group_)
+      bool split = false;   // learnt within a block (LearnStreamsWithin)
     };
     std::vector<Stream> streams;
     // Streams are learnt at every chance (a block of keys read and found new) while they
@@ -117,6 +118,14 @@ class DedupWriter {
     // more (docs/benchmarks.md, "Streams").
     uint32_t learn_every = 1;
     uint32_t chances_left = 0;
+    // The same for learning within blocks (LearnStreamsWithin), whose chances are the blocks
+    // learnt from while streams serve, and which serve when a stream learnt so has keys: in a
+    // queue where some publishers' keys rise and others' are in no order (body hashes), the
+    // streams serve at every group, and the splits of the blocks in no order learn spans no
+    // key falls in, up to 16 a block, that would push out a publisher's stream idle for as
+    // few as 16 groups.
+    uint32_t split_every = 1;
+    uint32_t split_chances_left = 0;
     // Adds `stream` in its place; with kMaxStreams already, the one that served longest ago
     // goes (a publisher that stopped, or a span between keys in no order that none fell in).
     void Open(Stream stream);
@@ -125,7 +134,8 @@ class DedupWriter {
   };
   static constexpr size_t kMaxGaps = 16;
   // A queue's publishers below its highest key, each with keys of its own that rise, that keep
-  // their keys unread: about 180 bytes each at most (two keys), 46 KB a queue.
+  // their keys unread. A stream holds two keys: about 180 bytes with keys of 40 bytes (46 KB a
+  // queue), at most about 370 (95 KB) with the longest (kMaxDedupKeyBytes).
   static constexpr size_t kMaxStreams = 256;
   static constexpr uint32_t kMaxLearnEvery = 1024;
   // Two seeks each: a group's block of 64 publishers' keys learns their streams in four groups.
@@ -182,11 +192,11 @@ class DedupWriter {
   // family (made by the caller, reused). Nothing is learnt when `top` is in a run's span (a
   // run this group converts: FindInRun) or a read fails. Whether one was learnt.
   bool LearnStream(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
-                   const std::string& top, const std::string& next);
+                   const std::string& top, const std::string& next, bool split = false);
   // Within a block of the group's distinct keys [begin, end) (plan_[firsts[k]].key: the k-th)
   // that were read and found new, besides the stream above its highest key: streams above
   // the highest key of each publisher below, up to the next key of the group (LearnStream),
-  // at most kMaxStreamsLearntInBlock. How many were learnt.
+  // at most kMaxStreamsLearntInBlock tried. How many were learnt.
   size_t LearnStreamsWithin(rocksdb::Iterator* it, uint64_t queue_id, DedupBounds* bounds,
                             const std::vector<size_t>& firsts, size_t begin, size_t end);
   // Of two records of one key (alone and in a run), the one that expires last: the other, if
@@ -201,7 +211,7 @@ class DedupWriter {
   rocksdb::DB* db_ = nullptr;
   rocksdb::ColumnFamilyHandle* family_ = nullptr;
   std::unordered_map<uint64_t, DedupBounds> bounds_;
-  uint64_t group_ = 0;  // groups prefetched since Reset (Stream::used)
+  uint64_t group_ = 0;  // groups prefetched (Stream::used)
   // The group being written; cleared by Written.
   std::vector<PlannedDedup> plan_;
   std::vector<Run> runs_;

@@ -680,6 +680,9 @@ TEST_F(DedupWriterTest, FortyPublishersBelowTheHighestAllHaveTheirKeysUnread) {
   std::vector<uint64_t> expect;
   for (uint64_t i = 0; i < 320; ++i) expect.push_back(2 + 320 * uint64_t{3} + i);
   EXPECT_EQ(Group(keys(3)), expect);
+  // Keys of the first group, written alone, lie between a publisher's stream and the next
+  // publisher's first key of the group that learnt it: the stream ends at the first of them.
+  EXPECT_EQ(Group({"p38-000003", "p10-000005"}), (std::vector<uint64_t>{2 + 38 * 8 + 3, 2 + 85}));
 }
 
 TEST_F(DedupWriterTest, AStreamThatServesIsNotReplacedByOnesThatDoNot) {
@@ -710,6 +713,37 @@ TEST_F(DedupWriterTest, AStreamThatServesIsNotReplacedByOnesThatDoNot) {
     }
   }
   EXPECT_GT(learnt, 280);  // more than a queue keeps
+}
+
+TEST_F(DedupWriterTest, SplitsWhoseStreamsServeNoKeyAreTriedLessAndLessOften) {
+  // Two publishers' streams serve every group, so a stream is learnt at every chance. Each
+  // group's keys in no order, below theirs, make a block of two clusters ("0-1..." and
+  // "0-2...") whose keys share a shorter prefix across than within: a split, above the lower
+  // one, whose span no later key falls in. Splits are tried at chances 1, 2, 4, 8...
+  Group({"z-9999999"});  // the highest (as long as the others)
+  auto keys = [](int g) {
+    std::vector<std::string> keys;
+    for (const char* publisher : {"a-", "b-"}) {
+      for (int i = g * 8; i < g * 8 + 8; ++i) {
+        const std::string n = std::to_string(i);
+        keys.push_back(publisher + std::string(7 - n.size(), '0') + n);
+      }
+    }
+    for (const char* cluster : {"0-1", "0-2"}) {  // each group's below the last one's
+      for (int i = 0; i < 8; ++i) keys.push_back(cluster + std::to_string(900000 - g * 10 + i));
+    }
+    return keys;
+  };
+  std::vector<int> split;  // the groups that learnt more than the stream above their block
+  for (int g = 0; g < 40; ++g) {
+    EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(32, 0));
+    if (g >= 2) {
+      EXPECT_EQ(counts_.stream_keys, 16u) << "group " << g;
+    }
+    if (counts_.streams > 1) split.push_back(g);
+  }
+  // Group 1: b's stream serves, and a's keys top the block (its stream and two splits).
+  EXPECT_EQ(split, (std::vector<int>{1, 2, 4, 8, 16, 32}));
 }
 
 // Compaction drops expired records and keeps live ones (and anything it cannot read).
