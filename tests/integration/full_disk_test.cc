@@ -180,10 +180,11 @@ void FillDrainAndPublishAgain(uint64_t disk_free_low) {
   ASSERT_TRUE(again.ok()) << again.status().ToString() << "\n" << server.Log();
   EXPECT_LT(std::chrono::steady_clock::now() - drained_at, seconds(10));
   EXPECT_FALSE(publisher->publishing_blocked());
-  // The drained messages' space came back: the store flushes and compacts until the disk is
-  // above the watermark, or twice the reserve without one.
+  // The drained messages' space came back: the store flushes and compacts while the disk has
+  // less free than the watermark, or twice the reserve without one, so it may stop with exactly
+  // that much free (it once did, to the byte, in CI).
   const uint64_t back = std::max<uint64_t>(disk_free_low, 24 * kMiB);
-  EXPECT_TRUE(Eventually([&] { return disk.free_bytes() > back; }, seconds(15)))
+  EXPECT_TRUE(Eventually([&] { return disk.free_bytes() >= back; }, seconds(15)))
       << disk.free_bytes() << " bytes free\n"
       << server.Log();
   std::set<std::string> rest = DrainIds(*consumer, "jobs");
