@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -581,6 +582,16 @@ class DedupWriterTest : public ::testing::Test {
     for (int i = from; i < to; ++i) keys.push_back("a-" + std::to_string(i));
     return keys;
   }
+  // `prefix` and `n` in `digits` digits, zeros in front: a publisher's keys rise in this form.
+  static std::string Padded(std::string_view prefix, int n, size_t digits) {
+    const std::string number = std::to_string(n);
+    return std::string(prefix) + std::string(digits - number.size(), '0') + number;
+  }
+  // Appends Padded(prefix, i, digits) for i from `from` to `to` - 1.
+  static void AppendRising(std::vector<std::string>* keys, std::string_view prefix, int from,
+                           int to, size_t digits) {
+    for (int i = from; i < to; ++i) keys->push_back(Padded(prefix, i, digits));
+  }
 
   TempDir dir_;
   std::unique_ptr<rocksdb::DB> db_;
@@ -628,10 +639,7 @@ TEST_F(DedupWriterTest, KeysInNoOrderLearnStreamsLessAndLessOften) {
   Group({"z-99999"});      // the highest key (as long as the others: keys sort by length first)
   auto keys = [](int g) {  // "a-00100" - g, "a-01100" - g, ... "a-07100" - g
     std::vector<std::string> keys;
-    for (int i = 0; i < 8; ++i) {
-      const std::string n = std::to_string(i * 1000 + 100 - g);
-      keys.push_back("a-" + std::string(5 - n.size(), '0') + n);
-    }
+    for (int i = 0; i < 8; ++i) keys.push_back(Padded("a-", i * 1000 + 100 - g, 5));
     return keys;
   };
   std::vector<int> learnt;
@@ -659,13 +667,7 @@ TEST_F(DedupWriterTest, FortyPublishersBelowTheHighestAllHaveTheirKeysUnread) {
   Group({"z-99999999"});   // the highest (as long as the others: keys sort by length first)
   auto keys = [](int g) {  // "p00-000000".."p39-...": publisher p's keys 8g to 8g + 7
     std::vector<std::string> keys;
-    for (int p = 0; p < 40; ++p) {
-      for (int i = g * 8; i < g * 8 + 8; ++i) {
-        const std::string n = std::to_string(i);
-        keys.push_back("p" + std::string(p < 10 ? "0" : "") + std::to_string(p) + "-" +
-                       std::string(6 - n.size(), '0') + n);
-      }
-    }
+    for (int p = 0; p < 40; ++p) AppendRising(&keys, Padded("p", p, 2) + "-", g * 8, g * 8 + 8, 6);
     return keys;
   };
   int g = 0;
@@ -692,12 +694,7 @@ TEST_F(DedupWriterTest, AStreamThatServesIsNotReplacedByOnesThatDoNot) {
   Group({"z-999999"});  // the highest (as long as the others)
   auto keys = [](int g) {
     std::vector<std::string> keys;
-    for (const char* publisher : {"a-", "b-"}) {
-      for (int i = g * 8; i < g * 8 + 8; ++i) {
-        const std::string n = std::to_string(i);
-        keys.push_back(publisher + std::string(6 - n.size(), '0') + n);
-      }
-    }
+    for (const char* publisher : {"a-", "b-"}) AppendRising(&keys, publisher, g * 8, g * 8 + 8, 6);
     for (int i = 0; i < 8; ++i) {  // below the publishers', each group's below the last one's
       keys.push_back("0-" + std::to_string(900000 - g * 10 + i));
     }
@@ -723,12 +720,7 @@ TEST_F(DedupWriterTest, SplitsWhoseStreamsServeNoKeyAreTriedLessAndLessOften) {
   Group({"z-9999999"});  // the highest (as long as the others)
   auto keys = [](int g) {
     std::vector<std::string> keys;
-    for (const char* publisher : {"a-", "b-"}) {
-      for (int i = g * 8; i < g * 8 + 8; ++i) {
-        const std::string n = std::to_string(i);
-        keys.push_back(publisher + std::string(7 - n.size(), '0') + n);
-      }
-    }
+    for (const char* publisher : {"a-", "b-"}) AppendRising(&keys, publisher, g * 8, g * 8 + 8, 7);
     for (const char* cluster : {"0-1", "0-2"}) {  // each group's below the last one's
       for (int i = 0; i < 8; ++i) keys.push_back(cluster + std::to_string(900000 - g * 10 + i));
     }
