@@ -496,7 +496,23 @@ void DedupWriter::Reset(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family) {
   Written(true);
 }
 
+void DedupWriter::WriteRecord(PlannedDedup& planned, rocksdb::WriteBatch* wb) {
+  EncodeDedupValue({planned.op->message_id, planned.op->expires_at_ms}, &value_);
+  wb->Put(family_, planned.key, value_);
+  planned.write = false;
+}
+
+void DedupWriter::WriteRecords(rocksdb::WriteBatch* wb) {
+  for (PlannedDedup& planned : plan_) {
+    if (planned.write) WriteRecord(planned, wb);
+  }
+}
+
 void DedupWriter::RemoveQueue(uint64_t queue_id, rocksdb::WriteBatch* wb) {
+  // Its records this group marked go in first, as they would have in the order of the ops.
+  for (PlannedDedup& planned : plan_) {
+    if (planned.write && planned.op->queue_id == queue_id) WriteRecord(planned, wb);
+  }
   // The records of a deleted queue are never read again (ids are never reused).
   wb->DeleteRange(family_, DedupKey(queue_id, ""), DedupKey(queue_id + 1, ""));
   wb->DeleteRange(family_, DedupRunKey(queue_id, ""), DedupRunKey(queue_id + 1, ""));
@@ -573,19 +589,19 @@ Status DedupWriter::Apply(const StoreBatch& batch, const StoreBatch::PutDedup& o
     *duplicate = true;
     return Status::Ok();
   }
-  if (unplanned.empty()) {
-    if (const uint32_t run = plan_[outcome.plan].run; run != kNoRun) {
-      // In a run: the first of its keys writes it whole (the group is one atomic write).
-      if (!runs_[run].written) {
-        wb->Put(family_, runs_[run].key, runs_[run].value);
-        runs_[run].written = true;
-      }
-      return Status::Ok();
-    }
+  if (!unplanned.empty()) {
+    EncodeDedupValue({op.message_id, op.expires_at_ms}, &value_);
+    wb->Put(family_, unplanned, value_);
+    return Status::Ok();
   }
-  EncodeDedupValue({op.message_id, op.expires_at_ms}, &value_);
-  const std::string& key = unplanned.empty() ? plan_[outcome.plan].key : unplanned;
-  wb->Put(family_, key, value_);
+  PlannedDedup& planned = plan_[outcome.plan];
+  if (planned.run == kNoRun) {
+    planned.write = true;
+  } else if (!runs_[planned.run].written) {
+    // In a run: the first of its keys writes it whole (the group is one atomic write).
+    wb->Put(family_, runs_[planned.run].key, runs_[planned.run].value);
+    runs_[planned.run].written = true;
+  }
   return Status::Ok();
 }
 

@@ -6,8 +6,9 @@
 // above their queue's highest record, and those in a span it knows holds no record (a
 // stream), as new without a read, reads the others in one MultiGet, and looks those within
 // the span of the queue's runs up among them. Applying each PutDedup (Apply) then writes its
-// record, or its run's (keys.h: new keys of a queue with no record between them, in one
-// value), or reports the duplicate, whose entry RocksDbStore::Apply does not write.
+// run's record (keys.h: new keys of a queue with no record between them, in one value), or
+// marks its own for WriteRecords to write in key order once the group's ops are applied, or
+// reports the duplicate, whose entry RocksDbStore::Apply does not write.
 //
 // State: what it knows of each window (DedupBounds: three keys, a few gaps and a few streams per
 // queue, whatever the window holds) and the group being written. Everything it keeps is read from
@@ -55,11 +56,18 @@ class DedupWriter {
   // writes into `wb` the runs its lookups found interleaved (before the group's ops: a queue
   // removed in the group takes their records with it).
   Counts Prefetch(const std::vector<const StoreBatch*>& batches, rocksdb::WriteBatch* wb);
-  // Applies a PutDedup of `batch`: writes its record (or its run, once) into `wb`, or sets
-  // *duplicate when another message holds the key (nothing written).
+  // Applies a PutDedup of `batch`: writes its run into `wb` (once), or marks its record to be
+  // written by WriteRecords, or sets *duplicate when another message holds the key (nothing
+  // written).
   Status Apply(const StoreBatch& batch, const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb,
                bool* duplicate);
-  // A queue removed in the group: its records and runs go, with what is known of its window.
+  // Writes into `wb` the records Apply marked, in key order, after the group's ops: RocksDB
+  // inserts each into the memtable's skip list from where the one before went in, so a
+  // group's keys in no order cost it less than in the order they came (docs/storage.md,
+  // "Deduplication is decided by the writer").
+  void WriteRecords(rocksdb::WriteBatch* wb);
+  // A queue removed in the group: its records and runs go, with what is known of its window
+  // (and the records of this group Apply marked are written before they go).
   void RemoveQueue(uint64_t queue_id, rocksdb::WriteBatch* wb);
   // The group's write is done (ok) or failed: the gaps its conversions left are learnt, or
   // every window is forgotten; the group's state is cleared either way.
@@ -150,6 +158,7 @@ class DedupWriter {
     const StoreBatch::PutDedup* op = nullptr;
     DedupOutcome* outcome = nullptr;
     uint32_t run = kNoRun;  // recorded in runs_[run] rather than alone
+    bool write = false;     // its record is new and alone: WriteRecords writes it
   };
   // The group's runs, each written whole by the first of its keys that Apply meets.
   struct Run {
@@ -186,6 +195,8 @@ class DedupWriter {
   Status FindInRun(rocksdb::Iterator* runs, const std::string& key, DedupBounds* bounds,
                    std::optional<DedupValue>* record);
   void WriteConversions(rocksdb::WriteBatch* wb);
+  // Writes `planned`'s record (marked by Apply) into `wb`, and unmarks it.
+  void WriteRecord(PlannedDedup& planned, rocksdb::WriteBatch* wb);
   // Opens a stream above `top` (a key this group read and found new, and writes), up to the
   // next record of its queue (alone or in a run), the highest key, the next key of the group
   // (`next`, empty: none) and the next stream, whichever is lowest. `it`: an iterator over the

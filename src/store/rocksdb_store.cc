@@ -268,6 +268,7 @@ void RocksDbStore::WriterLoop() {
         backups.push_back(std::move(std::get<BackupRequest>(request)));
       }
     }
+    if (status.ok()) dedup_writer_.WriteRecords(&wb);
     if (status.ok() && (wb.Count() > 0 || sync)) status = Write(&wb, sync);
     references_.clear();  // written, or lost with the failed write: either way, read anew
     dedup_writer_.Written(status.ok());

@@ -547,10 +547,26 @@ class DedupWriterTest : public ::testing::Test {
     db_.reset(raw);
     writer_.Reset(db_.get(), db_->DefaultColumnFamily());
   }
+  // What a write holds, in order: "put <key>" and "delete-range <begin> <end>" (keys as they
+  // are, with their queue id's bytes).
+  struct Recorder : rocksdb::WriteBatch::Handler {
+    std::vector<std::string> ops;
+    rocksdb::Status PutCF(uint32_t, const rocksdb::Slice& key, const rocksdb::Slice&) override {
+      ops.push_back("put " + key.ToString());
+      return rocksdb::Status::OK();
+    }
+    rocksdb::Status DeleteRangeCF(uint32_t, const rocksdb::Slice& begin,
+                                  const rocksdb::Slice& end) override {
+      ops.push_back("delete-range " + begin.ToString() + " " + end.ToString());
+      return rocksdb::Status::OK();
+    }
+  };
   // Decides and writes one group of keys of kQueue, each published once with a message id of
-  // its own (from 1 up), expiring at `expires_at_ms` (0: in an hour). Returns each one's
-  // duplicate_of; counts_ holds what the group cost.
-  std::vector<uint64_t> Group(const std::vector<std::string>& keys, int64_t expires_at_ms = 0) {
+  // its own (from 1 up), expiring at `expires_at_ms` (0: in an hour); with `remove`, the queue
+  // is removed after them in the same group. Returns each one's duplicate_of; counts_ holds
+  // what the group cost, and written_ what it wrote (Recorder).
+  std::vector<uint64_t> Group(const std::vector<std::string>& keys, int64_t expires_at_ms = 0,
+                              bool remove = false) {
     const int64_t now = NowMs();
     if (expires_at_ms == 0) expires_at_ms = now + 3'600'000;
     StoreBatch batch;
@@ -565,6 +581,11 @@ class DedupWriterTest : public ::testing::Test {
       bool duplicate = false;
       EXPECT_TRUE(writer_.Apply(batch, std::get<StoreBatch::PutDedup>(op), &wb, &duplicate).ok());
     }
+    if (remove) writer_.RemoveQueue(kQueue, &wb);
+    writer_.WriteRecords(&wb);
+    Recorder recorder;
+    EXPECT_TRUE(wb.Iterate(&recorder).ok());
+    written_ = std::move(recorder.ops);
     const bool written = db_->Write(rocksdb::WriteOptions(), &wb).ok();
     EXPECT_TRUE(written);
     writer_.Written(written);
@@ -597,8 +618,36 @@ class DedupWriterTest : public ::testing::Test {
   std::unique_ptr<rocksdb::DB> db_;
   DedupWriter writer_;
   DedupWriter::Counts counts_;
+  std::vector<std::string> written_;
   uint64_t next_id_ = 1;
 };
+
+TEST_F(DedupWriterTest, AGroupsRecordsAreWrittenInKeyOrder) {
+  // Keys in no order, each read and found new and recorded alone, go into the write sorted:
+  // RocksDB inserts each into the memtable from where the one before went in.
+  Group({"z-99"});  // the highest key
+  EXPECT_EQ(Group({"m-5", "c-1", "q-7", "a-3", "c-1"}), (std::vector<uint64_t>{0, 0, 0, 0, 3}));
+  EXPECT_EQ(counts_.reads, 4u);
+  std::vector<std::string> expect;
+  for (const char* key : {"a-3", "c-1", "m-5", "q-7"})
+    expect.push_back("put " + DedupKey(kQueue, key));
+  EXPECT_EQ(written_, expect);
+  EXPECT_EQ(Group({"q-7", "a-3"}), (std::vector<uint64_t>{4, 5}));
+}
+
+TEST_F(DedupWriterTest, AQueueRemovedInTheGroupTakesTheGroupsRecordsWithIt) {
+  // Its records of the group are written before the removal (as its publishes came first),
+  // so none is left behind; in a run or alone.
+  Group({"z-99"});
+  Group({"m-5", "c-1"}, 0, /*remove=*/true);
+  ASSERT_EQ(written_.size(), 4u);
+  EXPECT_EQ(written_[0], "put " + DedupKey(kQueue, "c-1"));
+  EXPECT_EQ(written_[1], "put " + DedupKey(kQueue, "m-5"));
+  EXPECT_TRUE(written_[2].starts_with("delete-range ")) << written_[2];
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator({}));
+  it->SeekToFirst();
+  EXPECT_FALSE(it->Valid()) << "a record is left: " << it->key().ToString();
+}
 
 TEST_F(DedupWriterTest, AStreamIsNotLearntAgainFromItsLowerEndOnceThatRecordHasGone) {
   // A stream's lower end is a key the writer recorded. Once that record has expired and gone,
