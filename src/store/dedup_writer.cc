@@ -223,9 +223,12 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
         const uint64_t queue_id = plan_[firsts[k]].op->queue_id;
         counts.streams += LearnStream(runs.get(), queue_id, &bounds, key_of(last - 1),
                                       last < queue.end ? key_of(last) : std::string());
-        if (queue.stream_keys >= kMinDedupRunKeys && bounds.split_chances_left > 0) {
+        // A chance to split is a block that can split: its top eight keys and eight below.
+        const bool splits =
+            queue.stream_keys >= kMinDedupRunKeys && last - k >= 2 * kMinDedupRunKeys;
+        if (splits && bounds.split_chances_left > 0) {
           --bounds.split_chances_left;
-        } else if (queue.stream_keys >= kMinDedupRunKeys) {
+        } else if (splits) {
           counts.streams += LearnStreamsWithin(runs.get(), queue_id, &bounds, firsts, k, last);
           bounds.split_chances_left = bounds.split_every - 1;
           bounds.split_every = std::min(bounds.split_every * 2, kMaxLearnEvery);

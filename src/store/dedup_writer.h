@@ -127,11 +127,12 @@ class DedupWriter {
     uint32_t learn_every = 1;
     uint32_t chances_left = 0;
     // The same for learning within blocks (LearnStreamsWithin), whose chances are the blocks
-    // learnt from while streams serve, and which serve when a stream learnt so has keys: in a
-    // queue where some publishers' keys rise and others' are in no order (body hashes), the
-    // streams serve at every group, and the splits of the blocks in no order learn spans no
-    // key falls in, up to 16 a block, that would push out a publisher's stream idle for as
-    // few as 16 groups.
+    // learnt from while streams serve that can split (16 keys or more: the top eight and eight
+    // below; smaller ones would raise the back-off without a try), and which serve when a
+    // stream learnt so has keys: in a queue where some publishers' keys rise and others' are
+    // in no order (body hashes), the streams serve at every group, and the splits of the
+    // blocks in no order learn spans no key falls in, up to 16 a block, that would push out a
+    // publisher's stream idle for as few as 16 groups.
     uint32_t split_every = 1;
     uint32_t split_chances_left = 0;
     // Adds `stream` in its place; with kMaxStreams already, the one that served longest ago

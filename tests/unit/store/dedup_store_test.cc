@@ -613,6 +613,14 @@ class DedupWriterTest : public ::testing::Test {
                            int to, size_t digits) {
     for (int i = from; i < to; ++i) keys->push_back(Padded(prefix, i, digits));
   }
+  // Appends `count` keys in no order across groups: group g's are `prefix` and 900000 - 10g
+  // up, each group's below the last one's.
+  static void AppendFalling(std::vector<std::string>* keys, std::string_view prefix, int g,
+                            int count) {
+    for (int i = 0; i < count; ++i) {
+      keys->push_back(std::string(prefix) + std::to_string(900000 - g * 10 + i));
+    }
+  }
 
   TempDir dir_;
   std::unique_ptr<rocksdb::DB> db_;
@@ -744,9 +752,7 @@ TEST_F(DedupWriterTest, AStreamThatServesIsNotReplacedByOnesThatDoNot) {
   auto keys = [](int g) {
     std::vector<std::string> keys;
     for (const char* publisher : {"a-", "b-"}) AppendRising(&keys, publisher, g * 8, g * 8 + 8, 6);
-    for (int i = 0; i < 8; ++i) {  // below the publishers', each group's below the last one's
-      keys.push_back("0-" + std::to_string(900000 - g * 10 + i));
-    }
+    AppendFalling(&keys, "0-", g, 8);  // below the publishers'
     return keys;
   };
   int learnt = 0;
@@ -770,9 +776,7 @@ TEST_F(DedupWriterTest, SplitsWhoseStreamsServeNoKeyAreTriedLessAndLessOften) {
   auto keys = [](int g) {
     std::vector<std::string> keys;
     for (const char* publisher : {"a-", "b-"}) AppendRising(&keys, publisher, g * 8, g * 8 + 8, 7);
-    for (const char* cluster : {"0-1", "0-2"}) {  // each group's below the last one's
-      for (int i = 0; i < 8; ++i) keys.push_back(cluster + std::to_string(900000 - g * 10 + i));
-    }
+    for (const char* cluster : {"0-1", "0-2"}) AppendFalling(&keys, cluster, g, 8);
     return keys;
   };
   std::vector<int> split;  // the groups that learnt more than the stream above their block
@@ -785,6 +789,30 @@ TEST_F(DedupWriterTest, SplitsWhoseStreamsServeNoKeyAreTriedLessAndLessOften) {
   }
   // Group 1: b's stream serves, and a's keys top the block (its stream and two splits).
   EXPECT_EQ(split, (std::vector<int>{1, 2, 4, 8, 16, 32}));
+}
+
+TEST_F(DedupWriterTest, BlocksTooSmallToSplitAreNoChanceToSplit) {
+  // As above, but every odd group's keys in no order are one cluster of ten: a block that
+  // cannot split (a split needs the block's top eight keys and eight below), so no chance to
+  // split either. The chances are group 1 (its block holds a's keys too) and the even ones,
+  // and splits come at chances 1, 2, 4, 8...: groups 1, 2, 6, 14, 30 and 62.
+  Group({"z-9999999"});  // the highest (as long as the others)
+  auto keys = [](int g) {
+    std::vector<std::string> keys;
+    for (const char* publisher : {"a-", "b-"}) AppendRising(&keys, publisher, g * 8, g * 8 + 8, 7);
+    if (g % 2 == 1) {
+      AppendFalling(&keys, "0-1", g, 10);
+    } else {
+      for (const char* cluster : {"0-1", "0-2"}) AppendFalling(&keys, cluster, g, 8);
+    }
+    return keys;
+  };
+  std::vector<int> split;  // the groups that learnt more than the stream above their block
+  for (int g = 0; g < 70; ++g) {
+    EXPECT_EQ(Group(keys(g)), std::vector<uint64_t>(g % 2 == 1 ? 26 : 32, 0));
+    if (counts_.streams > 1) split.push_back(g);
+  }
+  EXPECT_EQ(split, (std::vector<int>{1, 2, 6, 14, 30, 62}));
 }
 
 // Compaction drops expired records and keeps live ones (and anything it cannot read).
