@@ -112,12 +112,8 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       counts.stream_keys += last - k;
       queues.back().stream_keys += last - k;
       stream->used = group_;
-      bounds->learn_every = 1;  // streams serve
-      bounds->chances_left = 0;
-      if (stream->split) {  // and splits do
-        bounds->split_every = 1;
-        bounds->split_chances_left = 0;
-      }
+      bounds->learning.Reset();                      // streams serve
+      if (stream->split) bounds->splitting.Reset();  // and splits do
       if (last - k >= kMinDedupRunKeys || stream->rising) {
         const auto run = static_cast<uint32_t>(runs_.size());
         runs_.push_back({DedupRunKeyOf(key_of(last - 1)), {}, false});
@@ -216,25 +212,16 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       size_t last = k + 1;
       while (last < queue.end && absent[last]) ++last;
       DedupBounds& bounds = *queue.bounds;
-      if (last - k >= kMinDedupRunKeys && bounds.chances_left > 0) {
-        --bounds.chances_left;
-      } else if (last - k >= kMinDedupRunKeys) {
+      if (last - k >= kMinDedupRunKeys && bounds.learning.Take()) {
         if (!runs) runs.reset(db_->NewIterator(rocksdb::ReadOptions(), family_));
         const uint64_t queue_id = plan_[firsts[k]].op->queue_id;
         counts.streams += LearnStream(runs.get(), queue_id, &bounds, key_of(last - 1),
                                       last < queue.end ? key_of(last) : std::string());
         // A chance to split is a block that can split: its top eight keys and eight below.
-        const bool splits =
-            queue.stream_keys >= kMinDedupRunKeys && last - k >= 2 * kMinDedupRunKeys;
-        if (splits && bounds.split_chances_left > 0) {
-          --bounds.split_chances_left;
-        } else if (splits) {
+        if (queue.stream_keys >= kMinDedupRunKeys && last - k >= 2 * kMinDedupRunKeys &&
+            bounds.splitting.Take()) {
           counts.streams += LearnStreamsWithin(runs.get(), queue_id, &bounds, firsts, k, last);
-          bounds.split_chances_left = bounds.split_every - 1;
-          bounds.split_every = std::min(bounds.split_every * 2, kMaxLearnEvery);
         }
-        bounds.chances_left = bounds.learn_every - 1;
-        bounds.learn_every = std::min(bounds.learn_every * 2, kMaxLearnEvery);
       }
       k = last;
     }
@@ -423,9 +410,9 @@ size_t DedupWriter::LearnStreamsWithin(rocksdb::Iterator* it, uint64_t queue_id,
                                        size_t begin, size_t end) {
   auto key_of = [&](size_t k) -> const std::string& { return plan_[firsts[k]].key; };
   auto common = [&](size_t j) {  // how long a prefix keys j and j + 1 share
-    const std::string_view a = key_of(j), b = key_of(j + 1);
-    const size_t n = std::min(a.size(), b.size());
-    return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + n, b.begin()).first -
+    const std::string& a = key_of(j);
+    const std::string& b = key_of(j + 1);
+    return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first -
                                a.begin());
   };
   // The block's highest keys are taken for one publisher's (its top eight, as many as a block
@@ -499,9 +486,14 @@ void DedupWriter::Reset(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family) {
   Written(true);
 }
 
+void DedupWriter::PutRecord(const std::string& key, const StoreBatch::PutDedup& op,
+                            rocksdb::WriteBatch* wb) {
+  EncodeDedupValue({op.message_id, op.expires_at_ms}, &value_);
+  wb->Put(family_, key, value_);
+}
+
 void DedupWriter::WriteRecord(PlannedDedup& planned, rocksdb::WriteBatch* wb) {
-  EncodeDedupValue({planned.op->message_id, planned.op->expires_at_ms}, &value_);
-  wb->Put(family_, planned.key, value_);
+  PutRecord(planned.key, *planned.op, wb);
   planned.write = false;
 }
 
@@ -593,8 +585,7 @@ Status DedupWriter::Apply(const StoreBatch& batch, const StoreBatch::PutDedup& o
     return Status::Ok();
   }
   if (!unplanned.empty()) {
-    EncodeDedupValue({op.message_id, op.expires_at_ms}, &value_);
-    wb->Put(family_, unplanned, value_);
+    PutRecord(unplanned, op, wb);
     return Status::Ok();
   }
   PlannedDedup& planned = plan_[outcome.plan];

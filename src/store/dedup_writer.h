@@ -18,6 +18,7 @@
 // Thread safety: the store's writer thread only (RocksDbStore owns one).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -118,14 +119,28 @@ class DedupWriter {
       bool split = false;   // learnt within a block (LearnStreamsWithin)
     };
     std::vector<Stream> streams;
+    // Takes chances 1, 2, 4, 8... of those it is offered, up to every kMaxLearnEvery-th, and
+    // every one again after a Reset.
+    struct BackOff {
+      uint32_t every = 1;
+      uint32_t left = 0;  // chances to pass before the next is taken
+      // Whether to take this chance.
+      bool Take() {
+        if (left > 0) {
+          --left;
+          return false;
+        }
+        left = every - 1;
+        every = std::min(every * 2, kMaxLearnEvery);
+        return true;
+      }
+      void Reset() { *this = BackOff(); }
+    };
     // Streams are learnt at every chance (a block of keys read and found new) while they
-    // serve: a group with keys in one sets learn_every back to 1. Each chance taken doubles
-    // it, up to kMaxLearnEvery, and as many chances as it was, less one, pass before the next
-    // is taken (chances 1, 2, 4, 8...). Keys in no order, whose streams few later keys fall
-    // in, so seldom pay its two seeks: at every group they cost wharfd about 0.4 µs a message
-    // more (docs/benchmarks.md, "Streams").
-    uint32_t learn_every = 1;
-    uint32_t chances_left = 0;
+    // serve (a group with keys in one resets it). Keys in no order, whose streams few later
+    // keys fall in, so seldom pay its two seeks: at every group they cost wharfd about 0.4 µs
+    // a message more (docs/benchmarks.md, "Streams").
+    BackOff learning;
     // The same for learning within blocks (LearnStreamsWithin), whose chances are the blocks
     // learnt from while streams serve that can split (16 keys or more: the top eight and eight
     // below; smaller ones would raise the back-off without a try), and which serve when a
@@ -133,8 +148,7 @@ class DedupWriter {
     // in no order (body hashes), the streams serve at every group, and the splits of the
     // blocks in no order learn spans no key falls in, up to 16 a block, that would push out a
     // publisher's stream idle for as few as 16 groups.
-    uint32_t split_every = 1;
-    uint32_t split_chances_left = 0;
+    BackOff splitting;
     // Adds `stream` in its place; with kMaxStreams already, the one that served longest ago
     // goes (a publisher that stopped, or a span between keys in no order that none fell in).
     void Open(Stream stream);
@@ -196,6 +210,8 @@ class DedupWriter {
   Status FindInRun(rocksdb::Iterator* runs, const std::string& key, DedupBounds* bounds,
                    std::optional<DedupValue>* record);
   void WriteConversions(rocksdb::WriteBatch* wb);
+  // Writes the record of `op` under `key` (its DedupKey) into `wb`.
+  void PutRecord(const std::string& key, const StoreBatch::PutDedup& op, rocksdb::WriteBatch* wb);
   // Writes `planned`'s record (marked by Apply) into `wb`, and unmarks it.
   void WriteRecord(PlannedDedup& planned, rocksdb::WriteBatch* wb);
   // Opens a stream above `top` (a key this group read and found new, and writes), up to the
