@@ -644,8 +644,9 @@ TEST_F(DedupWriterTest, AGroupsRecordsAreWrittenInKeyOrder) {
 }
 
 TEST_F(DedupWriterTest, AQueueRemovedInTheGroupTakesTheGroupsRecordsWithIt) {
-  // Its records of the group are written before the removal (as its publishes came first),
-  // so none is left behind; in a run or alone.
+  // Its records of the group, each alone, are written before the removal (as its publishes
+  // came first), so none is left behind. (A run is written as its first key is applied,
+  // before any removal.)
   Group({"z-99"});
   Group({"m-5", "c-1"}, 0, /*remove=*/true);
   ASSERT_EQ(written_.size(), 4u);
