@@ -1,5 +1,7 @@
 #include "store/keys.h"
 
+#include <algorithm>
+
 namespace wharf::store {
 
 void AppendBigEndian64(std::string* out, uint64_t v) {
@@ -187,16 +189,44 @@ std::optional<DedupValue> DecodeDedupValue(std::string_view value) {
                     static_cast<int64_t>(ReadLittleEndian64(value.substr(8)))};
 }
 
-void AppendDedupRunEntry(std::string_view key, const DedupValue& value, std::string* out) {
-  out->push_back(static_cast<char>(static_cast<uint8_t>(key.size())));
-  out->append(key);
-  AppendLittleEndian64(out, value.message_id);
-  AppendLittleEndian64(out, static_cast<uint64_t>(value.expires_at_ms));
+namespace {
+
+// The first byte of a format-14 run (a format-13 run starts with a key's length, 1 or more).
+constexpr char kDedupRunCompact = '\0';
+
+// Varints and zigzag as protobuf writes them: seven bits a byte, low first; a signed
+// difference mapped so that small ones of either sign take one byte. Hand-written: the run's
+// bytes are Wharf's storage format, and the store does not link protobuf.
+void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(static_cast<uint8_t>(v) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
 }
 
-bool ForEachDedupRunEntry(std::string_view run,
-                          const std::function<bool(std::string_view, const DedupValue&)>& each) {
-  if (run.empty()) return false;
+bool ReadVarint(std::string_view* in, uint64_t* v) {
+  uint64_t result = 0;
+  for (unsigned shift = 0; shift < 64 && !in->empty(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(in->front());
+    in->remove_prefix(1);
+    result |= uint64_t{byte & 0x7fu} << shift;
+    if (byte < 0x80) {
+      *v = result;
+      return true;
+    }
+  }
+  return false;  // cut short, or longer than ten bytes
+}
+
+uint64_t ZigZag(uint64_t difference) {  // the difference of two uint64s, modulo 2^64
+  return (difference << 1) ^ (0 - (difference >> 63));
+}
+
+uint64_t UnZigZag(uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }
+
+bool ForEachLegacyRunEntry(std::string_view run,
+                           const std::function<bool(std::string_view, const DedupValue&)>& each) {
   while (!run.empty()) {
     const size_t length = static_cast<uint8_t>(run[0]);
     if (length == 0 || run.size() < 1 + length + 16) return false;
@@ -205,6 +235,48 @@ bool ForEachDedupRunEntry(std::string_view run,
                            static_cast<int64_t>(ReadLittleEndian64(run.substr(9 + length)))};
     run.remove_prefix(1 + length + 16);
     if (!each(key, value)) return true;
+  }
+  return true;
+}
+
+}  // namespace
+
+void DedupRunBuilder::Append(std::string_view key, const DedupValue& value) {
+  if (value_.empty()) value_.push_back(kDedupRunCompact);
+  const size_t shared = static_cast<size_t>(
+      std::mismatch(key.begin(), key.end(), last_key_.begin(), last_key_.end()).first -
+      key.begin());
+  AppendVarint(&value_, shared);
+  AppendVarint(&value_, key.size() - shared);
+  value_.append(key.substr(shared));
+  AppendVarint(&value_, ZigZag(value.message_id - last_.message_id));
+  AppendVarint(&value_, ZigZag(static_cast<uint64_t>(value.expires_at_ms) -
+                               static_cast<uint64_t>(last_.expires_at_ms)));
+  last_key_.assign(key);
+  last_ = value;
+}
+
+bool ForEachDedupRunEntry(std::string_view run,
+                          const std::function<bool(std::string_view, const DedupValue&)>& each) {
+  if (run.empty()) return false;
+  if (run[0] != kDedupRunCompact) return ForEachLegacyRunEntry(run, each);
+  run.remove_prefix(1);
+  if (run.empty()) return false;
+  std::string key;
+  uint64_t message_id = 0, expires_at = 0;
+  while (!run.empty()) {
+    uint64_t shared = 0, rest = 0, id_delta = 0, expiry_delta = 0;
+    if (!ReadVarint(&run, &shared) || !ReadVarint(&run, &rest) || shared > key.size() ||
+        rest > run.size() || shared + rest == 0 || shared + rest > kMaxDedupKeyBytes) {
+      return false;
+    }
+    key.resize(shared);
+    key.append(run.substr(0, rest));
+    run.remove_prefix(rest);
+    if (!ReadVarint(&run, &id_delta) || !ReadVarint(&run, &expiry_delta)) return false;
+    message_id += UnZigZag(id_delta);
+    expires_at += UnZigZag(expiry_delta);
+    if (!each(key, DedupValue{message_id, static_cast<int64_t>(expires_at)})) return true;
   }
   return true;
 }

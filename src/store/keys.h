@@ -56,9 +56,16 @@
 //     A run: the records of new keys of one write group with no record of their queue between
 //     them (above every record, or in a span the writer knows to be empty: a stream), in one
 //     value, under the run's highest key.
-//     dedup-run := (byte(n) dedup-key fixed64le(message-id) fixed64le(expires-at-ms))+,
-//     in the byte order of their 'k' keys. Runs of a queue never overlap, one another nor
-//     any record written before them (DedupWriter::Prefetch).
+//     dedup-run := 0x00 (varint(shared) varint(n) suffix zigzag(message-id delta)
+//                  zigzag(expires-at-ms delta))+                              (format 14)
+//                | (byte(n) dedup-key fixed64le(message-id) fixed64le(expires-at-ms))+
+//                                                                            (format 13)
+//     in the byte order of their 'k' keys. Format 14 writes each key as the length of the
+//     prefix it shares with the key before and the rest, and its message id and expiry as
+//     differences from the record before (from 0 for the first): about 6 bytes a record of
+//     keys that rise, against 17 and the key. A format-13 value starts with a key's length,
+//     never 0, so both read. Runs of a queue never overlap, one another nor any record
+//     written before them (DedupWriter::Prefetch).
 //     A record whose expiry (Unix ms) has passed counts as absent; compaction drops it, and a
 //     run once every record in it has expired (store/dedup_expiry.h).
 //   entry-value := fixed64le(message-id) fixed32le(receive-count) byte(flags)
@@ -125,8 +132,12 @@ namespace wharf::store {
 // so an interrupted upgrade starts again. A format-11 build would not find the moved records:
 // it would take a retried publish for a new one. 13 - dedup runs ('r' keys); 1-12 are upgraded
 // as 12 is (none has a run). A format-12 build would not find the records in runs: it would
-// take a retried publish for a new one.
-inline constexpr int kFormatVersion = 13;
+// take a retried publish for a new one. 14 - dedup runs written compactly (shared key
+// prefixes, differences of ids and expiries; a value starting with 0x00); format-13 runs are
+// read as they are, and 1-13 are upgraded as 13 is. A format-13 build would take a compact run
+// for a malformed one: it would look every key in its span up again and take a retried
+// publish for a new one.
+inline constexpr int kFormatVersion = 14;
 
 inline constexpr char kColumnMessages[] = "messages";
 inline constexpr char kColumnEntries[] = "entries";
@@ -244,10 +255,20 @@ std::optional<DedupValue> DecodeDedupValue(std::string_view value);
 // make the writer look a key up in it (a seek: DedupWriter::FindInRun), so keys that
 // come in no order, of which few are above the highest, must not make runs.
 inline constexpr size_t kMinDedupRunKeys = 8;
-// Appends a key (1 to kMaxDedupKeyBytes bytes) and its record to a run's value.
-void AppendDedupRunEntry(std::string_view key, const DedupValue& value, std::string* out);
-// Calls `each(key, record)` for every entry of a run's value in order, until it returns false.
-// False when the value is malformed (the entries before were passed).
+// A run's value as it is built (format 14), one record after another in key order.
+class DedupRunBuilder {
+ public:
+  // Appends a key (1 to kMaxDedupKeyBytes bytes) and its record.
+  void Append(std::string_view key, const DedupValue& value);
+  const std::string& value() const { return value_; }
+
+ private:
+  std::string value_;
+  std::string last_key_;  // the key appended last ("" before the first)
+  DedupValue last_;       // its record ({0, 0} before the first)
+};
+// Calls `each(key, record)` for every entry of a run's value (format 14 or 13) in order, until
+// it returns false. False when the value is malformed (the entries before were passed).
 bool ForEachDedupRunEntry(std::string_view run,
                           const std::function<bool(std::string_view, const DedupValue&)>& each);
 

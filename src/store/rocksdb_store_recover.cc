@@ -52,18 +52,19 @@ Result<RecoveredState> RocksDbStore::Recover() {
     return FromRocksDb(s, "cannot read the message store's format version");
   } else if (value == "1" || value == "2" || value == "3" || value == "4" || value == "5" ||
              value == "6" || value == "7" || value == "8" || value == "9" || value == "10" ||
-             value == "11" || value == "12") {
+             value == "11" || value == "12" || value == "13") {
     // Formats 2 to 10 only add to format 1 (inline entries, delivery marks; the "delayed"
     // family; redrive records; purge records; the AMQP fields of message and exchange
     // records; the "dedup" family; lanes; vhosts, everything older being in "/"; policies):
     // everything older reads as it is, once the lanes' entries are in their families (11;
     // formats 8 to 10 can have them, the rest has none and costs one seek) and the dedup
     // records are under their format-12 keys (formats 7 to 11 have some); format 13's runs
-    // are only added to (no older store has one). Mark the directory
+    // are only added to (no older store has one), and format 14 reads format 13's runs as
+    // they are and writes its own compactly. Mark the directory
     // as the current format in the write that ends the upgrade, before anything of the new
     // format is written, so that an older build refuses it instead of misreading it, and
     // finds it as it was when the upgrade did not finish.
-    if (value != "11" && value != "12") {
+    if (value != "11" && value != "12" && value != "13") {
       if (Status moved = MoveLaneEntries(); !moved.ok()) return moved;
     }
     rocksdb::WriteBatch last;

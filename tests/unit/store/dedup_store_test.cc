@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -28,11 +29,7 @@ using testing::OpenStore;
 using testing::PersistentEnvelope;
 using testing::TempDir;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+using testing::NowMs;
 
 constexpr uint64_t kQueue = 1;
 
@@ -829,15 +826,22 @@ TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   ASSERT_TRUE(db->Put({}, DedupKey(1, "old"), EncodeDedupValue({10, now - 1})).ok());
   ASSERT_TRUE(db->Put({}, DedupKey(1, "live"), EncodeDedupValue({11, now + 3'600'000})).ok());
   ASSERT_TRUE(db->Put({}, DedupKey(1, "odd"), "not a record").ok());
-  // Runs: one whose every record has expired, one with a live record among expired ones.
-  std::string expired_run, live_run;
-  AppendDedupRunEntry("a", {12, now - 2}, &expired_run);
-  AppendDedupRunEntry("b", {13, now - 1}, &expired_run);
-  AppendDedupRunEntry("c", {14, now - 1}, &live_run);
-  AppendDedupRunEntry("d", {15, now + 3'600'000}, &live_run);
-  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "b"), expired_run).ok());
-  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "d"), live_run).ok());
+  // Runs: one whose every record has expired, one with a live record among expired ones;
+  // each the format-14 way and the format-13 way.
+  DedupRunBuilder expired_run, live_run;
+  expired_run.Append("a", {12, now - 2});
+  expired_run.Append("b", {13, now - 1});
+  live_run.Append("c", {14, now - 1});
+  live_run.Append("d", {15, now + 3'600'000});
+  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "b"), expired_run.value()).ok());
+  ASSERT_TRUE(db->Put({}, DedupRunKey(1, "d"), live_run.value()).ok());
   ASSERT_TRUE(db->Put({}, DedupRunKey(1, "e"), "\x05short").ok());
+  ASSERT_TRUE(db->Put({}, DedupRunKey(2, "b"),
+                      testing::Format13Run({{"a", {12, now - 2}}, {"b", {13, now - 1}}}))
+                  .ok());
+  ASSERT_TRUE(db->Put({}, DedupRunKey(2, "d"),
+                      testing::Format13Run({{"c", {14, now - 1}}, {"d", {15, now + 3'600'000}}}))
+                  .ok());
   ASSERT_TRUE(db->Flush({}).ok());
   ASSERT_TRUE(db->CompactRange({}, nullptr, nullptr).ok());
   std::string value;
@@ -847,6 +851,8 @@ TEST(DedupExpiryTest, CompactionDropsExpiredRecordsOnly) {
   EXPECT_TRUE(db->Get({}, DedupRunKey(1, "b"), &value).IsNotFound());
   EXPECT_TRUE(db->Get({}, DedupRunKey(1, "d"), &value).ok());
   EXPECT_TRUE(db->Get({}, DedupRunKey(1, "e"), &value).ok());
+  EXPECT_TRUE(db->Get({}, DedupRunKey(2, "b"), &value).IsNotFound());
+  EXPECT_TRUE(db->Get({}, DedupRunKey(2, "d"), &value).ok());
 }
 
 // A filter decides by the time it was made with: expired at or before it, dropped.
@@ -899,25 +905,77 @@ TEST(DedupKeyTest, RisingNumbersRiseInByteOrder) {
   EXPECT_EQ(run_parts->key, "order-42");
 }
 
-// A run's value lists its records in order; a value cut short lists those before the cut and
-// says it is malformed.
+// A run's value lists its records in order, the format-14 way (keys that share a prefix with
+// the one before, ids and expiries that fall as well as rise, numbers of any size) and the
+// format-13 way; a value cut short lists those before the cut and says it is malformed.
 TEST(DedupKeyTest, RunValuesListTheirRecords) {
-  std::string run;
-  AppendDedupRunEntry("9", {1, 100}, &run);
-  AppendDedupRunEntry("10", {2, 200}, &run);
-  std::vector<std::pair<std::string, uint64_t>> seen;
-  auto collect = [&](std::string_view key, const DedupValue& value) {
-    seen.emplace_back(std::string(key), value.message_id);
-    EXPECT_EQ(value.expires_at_ms, static_cast<int64_t>(value.message_id * 100));
-    return true;
+  const std::vector<std::pair<std::string, DedupValue>> records = {
+      {"9", {1, 100}},
+      {"10", {2, 200}},
+      {"order-000100", {UINT64_MAX, INT64_MAX}},
+      {"order-000101", {5, INT64_MIN}},
+      {"order-000101x", {4, -1}},
+      {"order-1", {0, 0}},
+      {std::string(kMaxDedupKeyBytes, 'z'), {1'000'000, 1'780'000'000'000}},
   };
-  EXPECT_TRUE(ForEachDedupRunEntry(run, collect));
-  EXPECT_EQ(seen, (std::vector<std::pair<std::string, uint64_t>>{{"9", 1}, {"10", 2}}));
-  seen.clear();
-  EXPECT_FALSE(ForEachDedupRunEntry(std::string_view(run).substr(0, run.size() - 1), collect));
-  EXPECT_EQ(seen.size(), 1u);
-  EXPECT_FALSE(ForEachDedupRunEntry("", collect));
-  EXPECT_FALSE(ForEachDedupRunEntry(std::string(1, '\0') + std::string(16, 'x'), collect));
+  using Seen = std::vector<std::pair<std::string, DedupValue>>;
+  auto list = [](std::string_view run, Seen* seen) {
+    return ForEachDedupRunEntry(run, [&](std::string_view key, const DedupValue& value) {
+      seen->emplace_back(std::string(key), value);
+      return true;
+    });
+  };
+  auto same = [](const Seen& a, const Seen& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+      return x.first == y.first && x.second.message_id == y.second.message_id &&
+             x.second.expires_at_ms == y.second.expires_at_ms;
+    });
+  };
+  DedupRunBuilder builder;
+  for (const auto& [key, value] : records) builder.Append(key, value);
+  const std::string compact = builder.value();
+  const std::string legacy = testing::Format13Run(records);
+  for (const std::string& run : {compact, legacy}) {
+    Seen seen;
+    EXPECT_TRUE(list(run, &seen));
+    EXPECT_TRUE(same(seen, records)) << seen.size();
+    // Cut anywhere: the records wholly before the cut, and malformed unless the cut falls
+    // between two records.
+    for (size_t cut = 0; cut < run.size(); ++cut) {
+      Seen before;
+      const bool whole = list(std::string_view(run).substr(0, cut), &before);
+      EXPECT_TRUE(same(before, Seen(records.begin(), records.begin() + before.size()))) << cut;
+      if (whole) {
+        EXPECT_GT(before.size(), 0u) << cut;
+        EXPECT_LT(before.size(), records.size()) << cut;
+      }
+    }
+  }
+  // Stopping early is not malformed.
+  size_t calls = 0;
+  EXPECT_TRUE(ForEachDedupRunEntry(
+      compact, [&](std::string_view, const DedupValue&) { return ++calls < 2; }));
+  EXPECT_EQ(calls, 2u);
+
+  // Rising keys cost a few bytes each (format 13: 17 and the key).
+  DedupRunBuilder rising;
+  for (int i = 0; i < 100; ++i) {
+    rising.Append("1733580000000000000-3-" + std::to_string(1000 + i),
+                  {uint64_t(5'000'000 + 4 * i), 1'780'000'000'000});
+  }
+  EXPECT_LT(rising.value().size(), 100 * 7u);
+
+  Seen none;
+  EXPECT_FALSE(list("", &none));
+  EXPECT_FALSE(list(std::string(1, '\0'), &none)) << "the format-14 mark and no record";
+  EXPECT_FALSE(list(std::string("\0\0\0", 3) + std::string(2, '\0'), &none)) << "an empty key";
+  EXPECT_FALSE(list(std::string("\0\1\1x\0\0", 6), &none)) << "sharing more than the key before";
+  EXPECT_FALSE(
+      list(std::string("\0\0\x81\1", 4) + std::string(129, 'k') + std::string(2, '\0'), &none))
+      << "a key over kMaxDedupKeyBytes";
+  EXPECT_FALSE(list(std::string("\0\0\1k", 4) + std::string(10, '\xff') + "\1\0", &none))
+      << "a varint over ten bytes";
+  EXPECT_TRUE(none.empty());
 }
 
 }  // namespace

@@ -108,6 +108,28 @@ class RocksDbStoreTest : public ::testing::Test {
       fill(db, dedup);
     });
   }
+  // Opens an older directory (which upgrades it), checks that it is the current format once
+  // closed, and opens it again.
+  void OpenUpgraded() {
+    Open();
+    store_.reset();
+    EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
+    Open();
+  }
+  // Commits one batch of deduplication keys of queue 1 (key, message id) with windows that never
+  // pass; what each duplicated (0: new).
+  std::vector<uint64_t> DuplicatesOf(const std::vector<std::pair<std::string, uint64_t>>& keys) {
+    StoreBatch batch;
+    std::vector<testing::DedupOutcomeRef> outcomes;
+    for (const auto& [key, id] : keys) {
+      outcomes.push_back(
+          testing::AddDedup(&batch, StoreBatch::PutDedup{1, key, id, INT64_MAX, testing::NowMs()}));
+    }
+    EXPECT_TRUE(CommitSync(std::move(batch)).ok());
+    std::vector<uint64_t> duplicate_of;
+    for (const auto& outcome : outcomes) duplicate_of.push_back(outcome->duplicate_of);
+    return duplicate_of;
+  }
   std::vector<LoadedMessage> LoadAll(uint64_t queue_id, uint64_t from = 0, uint64_t to = UINT64_MAX,
                                      uint32_t limit = 1000) {
     bool done = false;
@@ -1515,9 +1537,7 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
     AppendBigEndian64(&out, queue_id);
     return out + key;
   };
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now = testing::NowMs();
   const std::string odd_id = std::string("\x03") + "abc";
   OlderDedupStore("11", [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* dedup) {
     const rocksdb::WriteOptions write;
@@ -1566,9 +1586,6 @@ TEST_F(RocksDbStoreTest, FormatElevenDedupRecordsMoveToTheirKeys) {
 // Format 13: runs of dedup records ('r' keys). A format-12 directory has none; it is upgraded
 // by rewriting "F", and its records stay duplicates.
 TEST_F(RocksDbStoreTest, FormatTwelveIsUpgradedAndItsRecordsStayDuplicates) {
-  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
   OlderDedupStore("12", [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* dedup) {
     for (int i = 0; i < 20; ++i) {
       ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), dedup,
@@ -1577,25 +1594,61 @@ TEST_F(RocksDbStoreTest, FormatTwelveIsUpgradedAndItsRecordsStayDuplicates) {
                       .ok());
     }
   });
-  Open();
-  store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
-  Open();
-  StoreBatch again;
-  auto old_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-15", 200, INT64_MAX, now});
-  auto top_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-29", 201, INT64_MAX, now});
-  auto new_key = testing::AddDedup(&again, StoreBatch::PutDedup{1, "id-30", 202, INT64_MAX, now});
-  ASSERT_TRUE(CommitSync(std::move(again)).ok());
-  EXPECT_EQ(old_key->duplicate_of, 105u);
-  EXPECT_EQ(top_key->duplicate_of, 119u);
-  EXPECT_EQ(new_key->duplicate_of, 0u);
+  OpenUpgraded();
+  EXPECT_EQ(DuplicatesOf({{"id-15", 200}, {"id-29", 201}, {"id-30", 202}}),
+            (std::vector<uint64_t>{105, 119, 0}));
 }
 
-TEST_F(RocksDbStoreTest, FormatFourteenIsRefusedAsNewer) {
+// Format 14: runs written compactly. A format-13 directory's runs are read as they are (their
+// keys stay duplicates, and the highest is still the highest); runs written after the upgrade
+// are compact, and both kinds are found after a restart.
+TEST_F(RocksDbStoreTest, FormatThirteenIsUpgradedAndItsRunsStayDuplicates) {
+  OlderDedupStore("13", [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* dedup) {
+    std::vector<std::pair<std::string, DedupValue>> records;
+    for (int i = 0; i < 20; ++i) {
+      records.push_back({"id-" + std::to_string(10 + i), {uint64_t(100 + i), INT64_MAX}});
+    }
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), dedup, DedupRunKey(1, "id-29"),
+                        testing::Format13Run(records))
+                    .ok());
+  });
+  OpenUpgraded();
+  // id-15 and id-29 are in the old run; ten keys above it make a run of their own.
+  std::vector<std::pair<std::string, uint64_t>> keys = {{"id-15", 200}, {"id-29", 201}};
+  for (int i = 30; i < 40; ++i) keys.emplace_back("id-" + std::to_string(i), uint64_t(300 + i));
+  std::vector<uint64_t> expected(keys.size(), 0);
+  expected[0] = 105;
+  expected[1] = 119;
+  EXPECT_EQ(DuplicatesOf(keys), expected);
+  store_.reset();
+
+  std::map<std::string, std::string> runs;  // raw: the old run and the new one
+  testing::WithRawDbFamilies(dir_.path(), [&](rocksdb::DB* db, const auto& handles) {
+    rocksdb::ColumnFamilyHandle* dedup = testing::FamilyNamed(handles, kColumnDedup);
+    ASSERT_NE(dedup, nullptr);
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), dedup));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      runs[it->key().ToString()] = it->value().ToString();
+    }
+  });
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_TRUE(runs.contains(DedupRunKey(1, "id-39")));
+  const std::string& compact = runs[DedupRunKey(1, "id-39")];
+  EXPECT_EQ(compact[0], '\0') << "written the format-14 way";
+  // After the leading 0, the first record spells its key and expiry out (19 bytes); each next
+  // one shares "id-3", adds a digit and moves its id by one: five bytes. Format 13: 220.
+  EXPECT_EQ(compact.size(), 1 + 19 + 9 * 5u);
+
+  Open();
+  EXPECT_EQ(DuplicatesOf({{"id-10", 400}, {"id-35", 401}, {"id-40", 402}}),
+            (std::vector<uint64_t>{100, 335, 0}));
+}
+
+TEST_F(RocksDbStoreTest, FormatFifteenIsRefusedAsNewer) {
   Open();
   store_.reset();
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "14").ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "15").ok());
   });
   store_ = OpenStore(dir_.path(), &mailbox_);
   ASSERT_NE(store_, nullptr);
@@ -1603,11 +1656,11 @@ TEST_F(RocksDbStoreTest, FormatFourteenIsRefusedAsNewer) {
   ASSERT_FALSE(state.ok());
   EXPECT_EQ(state.status().code(), StatusCode::kStoreUnavailable);
   const std::string message(state.status().message());
-  EXPECT_NE(message.find("has storage format 14; this wharfd reads format 13"), std::string::npos)
+  EXPECT_NE(message.find("has storage format 15; this wharfd reads format 14"), std::string::npos)
       << message;
   EXPECT_NE(message.find("written by a newer wharfd"), std::string::npos) << message;
   store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "14") << "a refused directory is left as it is";
+  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), "15") << "a refused directory is left as it is";
 }
 
 // Policies (format 10): stored per vhost, replaced by name, removed alone or with nothing else,
@@ -1714,10 +1767,7 @@ TEST_F(RocksDbStoreTest, FormatEightIsUpgradedIntoTheDefaultVhost) {
     EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), meta, "qq", &value).ok());
     EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), meta, "xevents", &value).ok());
   });
-  Open();
-  store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
-  Open();
+  OpenUpgraded();
   EXPECT_TRUE(state_.vhosts.empty());
   ASSERT_EQ(state_.queues.size(), 1u);
   EXPECT_EQ(state_.queues[0].spec.vhost, "/");
@@ -1742,10 +1792,7 @@ TEST_F(RocksDbStoreTest, FormatNineIsUpgradedWithoutPolicies) {
   testing::WithRawDb(dir_.path(), [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* meta) {
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), meta, "F", "9").ok());
   });
-  Open();
-  store_.reset();
-  EXPECT_EQ(testing::RawFormatVersion(dir_.path()), std::to_string(kFormatVersion));
-  Open();
+  OpenUpgraded();
   EXPECT_TRUE(state_.policies.empty());
   ASSERT_EQ(state_.vhosts.size(), 1u);
   ASSERT_EQ(state_.queues.size(), 1u);

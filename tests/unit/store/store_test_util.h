@@ -101,6 +101,28 @@ inline DedupOutcomeRef AddDedup(StoreBatch* batch, StoreBatch::PutDedup op) {
   return DedupOutcomeRef{batch->dedup_outcomes(), index};
 }
 
+// The wall clock in Unix ms, as the broker stamps a deduplication record's times.
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A run's value as format 13 wrote it, byte by byte (docs/storage.md): each key's length, the
+// key, then the message id and the expiry as fixed64le. Spelled out here, not with the store's
+// helpers, so that it pins the old format whatever the store writes now.
+inline std::string Format13Run(const std::vector<std::pair<std::string, DedupValue>>& records) {
+  std::string run;
+  for (const auto& [key, value] : records) {
+    run.push_back(static_cast<char>(key.size()));
+    run += key;
+    for (uint64_t v : {value.message_id, static_cast<uint64_t>(value.expires_at_ms)}) {
+      for (int byte = 0; byte < 8; ++byte) run.push_back(static_cast<char>(v >> (8 * byte)));
+    }
+  }
+  return run;
+}
+
 inline EnvelopePtr PersistentEnvelope(uint64_t id, std::string body) {
   Envelope e;
   e.message.id = id;
