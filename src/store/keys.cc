@@ -1,5 +1,8 @@
 #include "store/keys.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+
 #include <algorithm>
 
 namespace wharf::store {
@@ -194,36 +197,23 @@ namespace {
 // The first byte of a format-14 run (a format-13 run starts with a key's length, 1 or more).
 constexpr char kDedupRunCompact = '\0';
 
-// Varints and zigzag as protobuf writes them: seven bits a byte, low first; a signed
-// difference mapped so that small ones of either sign take one byte. Hand-written: the run's
-// bytes are Wharf's storage format, and the store does not link protobuf.
+// A varint as protobuf writes it (seven bits a byte, low first).
 void AppendVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(static_cast<uint8_t>(v) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
+  uint8_t bytes[10];
+  const uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(v, bytes);
+  out->append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(end - bytes));
 }
 
-bool ReadVarint(std::string_view* in, uint64_t* v) {
-  uint64_t result = 0;
-  for (unsigned shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto byte = static_cast<uint8_t>(in->front());
-    in->remove_prefix(1);
-    result |= uint64_t{byte & 0x7fu} << shift;
-    if (byte < 0x80) {
-      *v = result;
-      return true;
-    }
-  }
-  return false;  // cut short, or longer than ten bytes
+// A difference of two uint64s (modulo 2^64), zigzag-mapped so that small ones of either sign
+// take one varint byte.
+uint64_t ZigZag(uint64_t difference) {
+  return google::protobuf::internal::WireFormatLite::ZigZagEncode64(
+      static_cast<int64_t>(difference));
 }
 
-uint64_t ZigZag(uint64_t difference) {  // the difference of two uint64s, modulo 2^64
-  return (difference << 1) ^ (0 - (difference >> 63));
+uint64_t UnZigZag(uint64_t v) {
+  return static_cast<uint64_t>(google::protobuf::internal::WireFormatLite::ZigZagDecode64(v));
 }
-
-uint64_t UnZigZag(uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }
 
 bool ForEachLegacyRunEntry(std::string_view run,
                            const std::function<bool(std::string_view, const DedupValue&)>& each) {
@@ -262,18 +252,19 @@ bool ForEachDedupRunEntry(std::string_view run,
   if (run[0] != kDedupRunCompact) return ForEachLegacyRunEntry(run, each);
   run.remove_prefix(1);
   if (run.empty()) return false;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(run.data()),
+                                            static_cast<int>(run.size()));
   std::string key;
   uint64_t message_id = 0, expires_at = 0;
-  while (!run.empty()) {
+  while (static_cast<size_t>(in.CurrentPosition()) < run.size()) {
     uint64_t shared = 0, rest = 0, id_delta = 0, expiry_delta = 0;
-    if (!ReadVarint(&run, &shared) || !ReadVarint(&run, &rest) || shared > key.size() ||
-        rest > run.size() || shared + rest == 0 || shared + rest > kMaxDedupKeyBytes) {
+    if (!in.ReadVarint64(&shared) || !in.ReadVarint64(&rest) || shared > key.size() ||
+        rest > kMaxDedupKeyBytes || shared + rest == 0 || shared + rest > kMaxDedupKeyBytes) {
       return false;
     }
-    key.resize(shared);
-    key.append(run.substr(0, rest));
-    run.remove_prefix(rest);
-    if (!ReadVarint(&run, &id_delta) || !ReadVarint(&run, &expiry_delta)) return false;
+    key.resize(shared + rest);
+    if (!in.ReadRaw(key.data() + shared, static_cast<int>(rest))) return false;
+    if (!in.ReadVarint64(&id_delta) || !in.ReadVarint64(&expiry_delta)) return false;
     message_id += UnZigZag(id_delta);
     expires_at += UnZigZag(expiry_delta);
     if (!each(key, DedupValue{message_id, static_cast<int64_t>(expires_at)})) return true;
