@@ -193,7 +193,7 @@ DedupWriter::Counts DedupWriter::Prefetch(const std::vector<const StoreBatch*>& 
       }
     }
     if (run_of[k] != kNoRun && recorded_by) {
-      runs_[run_of[k]].value.Append(recorded_by->key, {recorded, recorded_by->expires_at_ms});
+      runs_[run_of[k]].records.Append(recorded_by->key, {recorded, recorded_by->expires_at_ms});
     }
   }
   // Each block of keys read and found new (kMinDedupRunKeys or more, with no other key of the
@@ -592,7 +592,7 @@ Status DedupWriter::Apply(const StoreBatch& batch, const StoreBatch::PutDedup& o
     planned.write = true;
   } else if (!runs_[planned.run].written) {
     // In a run: the first of its keys writes it whole (the group is one atomic write).
-    wb->Put(family_, runs_[planned.run].key, runs_[planned.run].value.value());
+    wb->Put(family_, runs_[planned.run].key, runs_[planned.run].records.value());
     runs_[planned.run].written = true;
   }
   return Status::Ok();

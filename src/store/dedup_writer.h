@@ -177,8 +177,8 @@ class DedupWriter {
   };
   // The group's runs, each written whole by the first of its keys that Apply meets.
   struct Run {
-    std::string key;        // DedupRunKey of its highest key
-    DedupRunBuilder value;  // its records
+    std::string key;          // DedupRunKey of its highest key
+    DedupRunBuilder records;  // its records
     bool written = false;
   };
   // A run this group writes: gaps between runs that overlap it, learnt from the store as it
