@@ -215,6 +215,12 @@ def store():
     put("store_records", b"\x02" + be64(3) + b"T" + be64(1700000000000 ^ (1 << 63)) + be64(9))
     put("store_records", b"\x03" + le64(10) + le64(20) + le64(10) + le64(0))
     put("store_records", b"\x04" + le64(9) + le64(1700000000000))
+    # Deduplication runs (keys.h): format 14 (a 0 byte; shared prefix, rest, id and expiry as
+    # zigzag differences) with keys "id-30" and "id-31"; format 13 (length, key, fixed64s).
+    put("store_records", b"\x04\x00" + varint(0) + varint(5) + b"id-30" + varint(660) +
+        varint(3400000000000) + varint(4) + varint(1) + b"1" + varint(2) + varint(0))
+    put("store_records", b"\x04" + b"\x05id-30" + le64(330) + le64(1700000000000) +
+        b"\x05id-31" + le64(331) + le64(1700000000000))
     put("store_records", b"\x05" + field(1, b"events") + field(2, 2) + field(3, 1))
     put("store_records", b"\x06" + field(1, b"orders") + field(2, 1) + field(3, 5))
     put("store_records", b"\x07" + field(1, b"events") + field(2, b"orders") + field(3, b"a.#"))

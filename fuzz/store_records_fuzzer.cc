@@ -4,14 +4,16 @@
 // backup or a bug could leave them: byte 0 picks the record kind, the rest is the key or value.
 // Each kind is read the way the store reads it (rocksdb_store_recover.cc, _reader.cc,
 // dedup_expiry.cc): an entry's header, its delivery history and inline MessageRecord into a
-// message envelope; keys of entries and delayed messages; purge and dedup values; exchange,
-// queue, binding, redrive, user, vhost and policy records through FromRecord.
+// message envelope; keys of entries and delayed messages; purge and dedup values and dedup runs;
+// exchange, queue, binding, redrive, user, vhost and policy records through FromRecord.
 //
 // Checked besides "no crash": what decodes re-encodes to the same bytes (fixed-layout keys and
 // values), and a record read back into Wharf's types writes a record that reads back alike.
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/envelope.h"
 #include "fuzz_check.h"
@@ -49,6 +51,30 @@ void Entry(std::string_view value) {
   auto again = store::FromRecord(std::move(rewritten));
   Check(again.ok(), "a record written from a read one reads back");
   Check(again->message.body == made->message.body, "the body survives a rewrite");
+}
+
+// A deduplication run's value (either format): the records a whole one lists, written again
+// the format-14 way, list alike.
+void DedupRun(std::string_view value) {
+  std::vector<std::pair<std::string, store::DedupValue>> records;
+  auto collect = [](std::vector<std::pair<std::string, store::DedupValue>>* out) {
+    return [out](std::string_view key, const store::DedupValue& record) {
+      out->emplace_back(std::string(key), record);
+      return true;
+    };
+  };
+  if (!store::ForEachDedupRunEntry(value, collect(&records))) return;
+  store::DedupRunBuilder builder;
+  for (const auto& [key, record] : records) builder.Append(key, record);
+  std::vector<std::pair<std::string, store::DedupValue>> again;
+  Check(store::ForEachDedupRunEntry(builder.value(), collect(&again)), "a run written reads");
+  Check(again.size() == records.size(), "a run written again lists as many records");
+  for (size_t i = 0; i < again.size() && i < records.size(); ++i) {
+    Check(again[i].first == records[i].first &&
+              again[i].second.message_id == records[i].second.message_id &&
+              again[i].second.expires_at_ms == records[i].second.expires_at_ms,
+          "a run written again lists the same records");
+  }
 }
 
 template <typename Spec, typename Record>
@@ -95,6 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (auto dedup = store::DecodeDedupValue(bytes)) {
         Check(store::EncodeDedupValue(*dedup) == bytes, "dedup values round-trip");
       }
+      DedupRun(bytes);  // the same family's other value (dedup_expiry.cc reads both)
       break;
     case 5:
       Topology<wharf::ExchangeSpec, pb::ExchangeRecord>(bytes);
