@@ -64,6 +64,11 @@ void DedupRun(std::string_view value) {
     };
   };
   if (!store::ForEachDedupRunEntry(value, collect(&records))) return;
+  // A format-13 run's keys may be up to 255 bytes; the builder takes the store's (up to
+  // kMaxDedupKeyBytes), as the writer only ever writes those.
+  for (const auto& [key, record] : records) {
+    if (key.size() > store::kMaxDedupKeyBytes) return;
+  }
   store::DedupRunBuilder builder;
   for (const auto& [key, record] : records) builder.Append(key, record);
   std::vector<std::pair<std::string, store::DedupValue>> again;
