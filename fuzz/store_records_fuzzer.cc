@@ -74,12 +74,7 @@ void DedupRun(std::string_view value) {
   std::vector<std::pair<std::string, store::DedupValue>> again;
   Check(store::ForEachDedupRunEntry(builder.value(), collect(&again)), "a run written reads");
   Check(again.size() == records.size(), "a run written again lists as many records");
-  for (size_t i = 0; i < again.size() && i < records.size(); ++i) {
-    Check(again[i].first == records[i].first &&
-              again[i].second.message_id == records[i].second.message_id &&
-              again[i].second.expires_at_ms == records[i].second.expires_at_ms,
-          "a run written again lists the same records");
-  }
+  Check(again == records, "a run written again lists the same records");
 }
 
 template <typename Spec, typename Record>

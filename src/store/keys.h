@@ -246,6 +246,7 @@ std::optional<DedupKeyParts> ParseDedupKey(std::string_view key);
 struct DedupValue {
   uint64_t message_id = 0;    // the message accepted with the key
   int64_t expires_at_ms = 0;  // Unix ms; the key is forgotten from then on
+  bool operator==(const DedupValue&) const = default;
 };
 std::string EncodeDedupValue(const DedupValue& value);
 // The same into *out, which it replaces (the writer reuses one string).

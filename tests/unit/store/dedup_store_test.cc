@@ -925,12 +925,6 @@ TEST(DedupKeyTest, RunValuesListTheirRecords) {
       return true;
     });
   };
-  auto same = [](const Seen& a, const Seen& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
-      return x.first == y.first && x.second.message_id == y.second.message_id &&
-             x.second.expires_at_ms == y.second.expires_at_ms;
-    });
-  };
   DedupRunBuilder builder;
   for (const auto& [key, value] : records) builder.Append(key, value);
   const std::string compact = builder.value();
@@ -938,13 +932,13 @@ TEST(DedupKeyTest, RunValuesListTheirRecords) {
   for (const std::string& run : {compact, legacy}) {
     Seen seen;
     EXPECT_TRUE(list(run, &seen));
-    EXPECT_TRUE(same(seen, records)) << seen.size();
+    EXPECT_TRUE(seen == records) << seen.size();
     // Cut anywhere: the records wholly before the cut, and malformed unless the cut falls
     // between two records.
     for (size_t cut = 0; cut < run.size(); ++cut) {
       Seen before;
       const bool whole = list(std::string_view(run).substr(0, cut), &before);
-      EXPECT_TRUE(same(before, Seen(records.begin(), records.begin() + before.size()))) << cut;
+      EXPECT_TRUE(before == Seen(records.begin(), records.begin() + before.size())) << cut;
       if (whole) {
         EXPECT_GT(before.size(), 0u) << cut;
         EXPECT_LT(before.size(), records.size()) << cut;
