@@ -509,9 +509,9 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       }
       DelayedMessage delayed{envelope, 0, modes[i] != kRam ? flags : uint8_t{0}, 0, nullptr};
       if (dedup) {
-        dedup_resolutions_.push_back(
-            DedupResolution{ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup, 0,
-                            std::pair{key, std::move(delayed)}});
+        held_.delayed.push_back(
+            DelayedDedupResolution{ResolutionQueue(it != queues_.end() ? it->second : nullptr),
+                                   *dedup, key, std::move(delayed)});
         continue;
       }
       queue->delayed().Add(key, std::move(delayed));
@@ -521,7 +521,7 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
     uint64_t seq = dedup ? queue->EnqueueHeld(envelope, modes[i] != kRam, flags, modes[i] == kPage)
                          : queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
     if (dedup) {
-      dedup_resolutions_.push_back(DedupResolution{
+      held_.queued.push_back(DedupResolution{
           ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup, seq});
     }
     if (timing.expire_undelivered) queue->expire_unless_delivered().push_back(seq);

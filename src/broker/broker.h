@@ -635,23 +635,36 @@ class Broker {
     uint32_t dedup_count = 0;
   };
   // A publish into a queue with a deduplication window, held until the commit holding its
-  // PutDedup says whether the queue takes it (docs/lifecycle.md, "Deduplication").
+  // PutDedup says whether the queue takes it (docs/lifecycle.md, "Deduplication"). One a
+  // publish, walked at the commit: 16 bytes, the rare delayed one apart (docs/benchmarks.md,
+  // "Longer runs, and what holding a publish costs").
   struct DedupResolution {
-    uint32_t queue = 0;    // in the batch's resolution queues (ResolutionQueue)
+    uint32_t queue = 0;    // in HeldPublishes::queues (ResolutionQueue)
     uint32_t outcome = 0;  // in the batch's outcomes
-    uint64_t seq = 0;      // the held message (Queue::EnqueueHeld); unused when delayed
-    // A delayed publish: put on the timeline once accepted.
-    std::optional<std::pair<DelayKey, DelayedMessage>> delayed = std::nullopt;
+    uint64_t seq = 0;      // the held message (Queue::EnqueueHeld)
+  };
+  // A delayed publish so held: put on the timeline once accepted.
+  struct DelayedDedupResolution {
+    uint32_t queue = 0;
+    uint32_t outcome = 0;
+    DelayKey key;
+    DelayedMessage message;
+  };
+  // The held publishes of a batch, and the queues they are for.
+  struct HeldPublishes {
+    std::vector<DedupResolution> queued;
+    std::vector<DelayedDedupResolution> delayed;
+    std::vector<std::weak_ptr<Queue>> queues;
+    bool empty() const { return queued.empty() && delayed.empty(); }
   };
   // Adds a PutDedup to the batch: where its outcome will be, or nothing (no store).
   std::optional<uint32_t> PersistDedup(store::StoreBatch::PutDedup op);
-  // `queue`'s place in dedup_queues_: a run of resolutions for one queue shares one entry.
+  // `queue`'s place in held_.queues: a run of resolutions for one queue shares one entry.
   uint32_t ResolutionQueue(const std::shared_ptr<Queue>& queue);
   // Makes held publishes ready, or drops them (duplicates, or a failed commit). Runs before
   // the commit's confirms go out.
-  void ResolveDedup(std::vector<DedupResolution>& resolutions,
-                    const std::vector<std::weak_ptr<Queue>>& queues,
-                    const store::DedupOutcomes* outcomes, const Status& status);
+  void ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outcomes,
+                    const Status& status);
   template <typename Op>
   void Persist(Op op) {
     if (store_ && !replaying_) batch_.Add(std::move(op));
@@ -718,8 +731,7 @@ class Broker {
   store::StoreBatch batch_;  // changes since the last Flush
   bool batch_sync_ = false;  // someone waits for batch_ to be durable
   std::vector<PendingConfirm> pending_confirms_;
-  std::vector<DedupResolution> dedup_resolutions_;  // of the batch being built
-  std::vector<std::weak_ptr<Queue>> dedup_queues_;  // the queues they are for
+  HeldPublishes held_;  // of the batch being built
   uint64_t next_queue_id_ = 1;
   bool replaying_ = false;  // Recover() is rebuilding what the store already holds
   uint64_t commits_in_flight_ = 0;

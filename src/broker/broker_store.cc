@@ -253,12 +253,12 @@ void Broker::CommitPending(bool probe) {
   constexpr size_t kReserveCap = 4096;
   const size_t ops_hint = std::min(batch_.size(), kReserveCap);
   const size_t dedup_hint = std::min(outcomes ? outcomes->size() : 0, kReserveCap);
+  const size_t held_hint = std::min(held_.queued.size(), kReserveCap);
   store_->Commit(
       std::move(batch_), batch_sync_ || probe,
-      [this, confirms = std::move(pending_confirms_), resolutions = std::move(dedup_resolutions_),
-       queues = std::move(dedup_queues_), outcomes = std::move(outcomes),
-       after = std::move(after_commit_)](Status status) mutable {
-        if (!resolutions.empty()) ResolveDedup(resolutions, queues, outcomes.get(), status);
+      [this, confirms = std::move(pending_confirms_), held = std::move(held_),
+       outcomes = std::move(outcomes), after = std::move(after_commit_)](Status status) mutable {
+        if (!held.empty()) ResolveDedup(held, outcomes.get(), status);
         OnCommitted(std::move(confirms), outcomes.get(), status);
         for (auto& fn : after) fn(status);
       });
@@ -266,8 +266,8 @@ void Broker::CommitPending(bool probe) {
   batch_.Reserve(ops_hint, dedup_hint);
   batch_sync_ = false;
   pending_confirms_.clear();
-  dedup_resolutions_.clear();
-  dedup_queues_.clear();
+  held_ = HeldPublishes();
+  held_.queued.reserve(held_hint);
   after_commit_.clear();
 }
 
@@ -279,41 +279,47 @@ std::optional<uint32_t> Broker::PersistDedup(store::StoreBatch::PutDedup op) {
 uint32_t Broker::ResolutionQueue(const std::shared_ptr<Queue>& queue) {
   // Same control block as the last one: the same queue (a deleted queue's block outlives it
   // while a weak_ptr to it is here, so a new queue never shares it).
-  if (dedup_queues_.empty() || dedup_queues_.back().owner_before(queue) ||
-      queue.owner_before(dedup_queues_.back())) {
-    dedup_queues_.push_back(queue);
+  std::vector<std::weak_ptr<Queue>>& queues = held_.queues;
+  if (queues.empty() || queues.back().owner_before(queue) || queue.owner_before(queues.back())) {
+    queues.push_back(queue);
   }
-  return static_cast<uint32_t>(dedup_queues_.size() - 1);
+  return static_cast<uint32_t>(queues.size() - 1);
 }
 
-void Broker::ResolveDedup(std::vector<DedupResolution>& resolutions,
-                          const std::vector<std::weak_ptr<Queue>>& queues,
-                          const store::DedupOutcomes* outcomes, const Status& status) {
+void Broker::ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outcomes,
+                          const Status& status) {
   thread_checker_.Check();
   std::shared_ptr<Queue> queue;
-  size_t locked = queues.size();  // which of `queues` `queue` is
-  for (DedupResolution& r : resolutions) {
-    if (r.queue != locked) {
-      queue = r.queue < queues.size() ? queues[r.queue].lock() : nullptr;
-      locked = r.queue;
+  size_t locked = held.queues.size();  // which of held.queues `queue` is
+  // The queue of a resolution, unless it is gone; whether the queue takes the publish.
+  auto resolve = [&](uint32_t queue_index, uint32_t outcome, bool* keep) -> Queue* {
+    if (queue_index != locked) {
+      queue = queue_index < held.queues.size() ? held.queues[queue_index].lock() : nullptr;
+      locked = queue_index;
     }
-    if (!queue || queue->deleted) continue;
+    if (!queue || queue->deleted) return nullptr;
     // A failed commit wrote neither the key nor the message: the publisher got the error.
     const uint64_t duplicate_of =
-        outcomes && r.outcome < outcomes->size() ? (*outcomes)[r.outcome].duplicate_of : 0;
-    const bool keep = status.ok() && duplicate_of == 0;
-    if (status.ok() && !keep) {
+        outcomes && outcome < outcomes->size() ? (*outcomes)[outcome].duplicate_of : 0;
+    *keep = status.ok() && duplicate_of == 0;
+    if (status.ok() && !*keep) {
       ++queue->duplicates_total;
       spdlog::debug("queue={} dropped a duplicate publish of message {}", LogSafe(queue->name()),
                     duplicate_of);
     }
-    if (r.delayed) {
-      if (keep) {
-        queue->delayed().Add(r.delayed->first, std::move(r.delayed->second));
-        UpdateDelayHead(queue);
-      }
-    } else if (queue->Resolve(r.seq, keep)) {
+    return queue.get();
+  };
+  for (const DedupResolution& r : held.queued) {
+    bool keep = false;
+    if (Queue* q = resolve(r.queue, r.outcome, &keep); q && q->Resolve(r.seq, keep)) {
       ScheduleDispatch(queue);
+    }
+  }
+  for (DelayedDedupResolution& r : held.delayed) {
+    bool keep = false;
+    if (Queue* q = resolve(r.queue, r.outcome, &keep); q && keep) {
+      q->delayed().Add(r.key, std::move(r.message));
+      UpdateDelayHead(queue);
     }
   }
 }

@@ -229,6 +229,37 @@ TEST_F(BrokerDedupTest, ADuplicateDelayedPublishNeverBecomesDue) {
   EXPECT_EQ(Bodies(Take("q")), (std::vector<std::string>{"first"}));
 }
 
+// One commit holds delayed and immediate publishes into two queues, in turn (resolved apart,
+// docs/benchmarks.md, "Longer runs, and what holding a publish costs"): each in its own queue,
+// the duplicates of either kind dropped, the delayed ones due in their time.
+TEST_F(BrokerDedupTest, DelayedAndImmediatePublishesHeldInOneCommitEachResolveInTheirQueue) {
+  DeclareDeduplicated("a");
+  DeclareDeduplicated("b");
+  PublishTiming later;
+  later.delay_ms = 1'000;
+  ASSERT_TRUE(PublishKeyed("a", "a now", "k1", 1).ok());
+  ASSERT_TRUE(PublishKeyed("b", "b later", "k1", 2, true, later).ok());
+  ASSERT_TRUE(PublishKeyed("a", "a later", "k2", 3, true, later).ok());
+  ASSERT_TRUE(PublishKeyed("b", "b now", "k2", 4).ok());
+  ASSERT_TRUE(PublishKeyed("a", "a now again", "k1", 5, true, later).ok());
+  ASSERT_TRUE(PublishKeyed("b", "b later again", "k1", 6).ok());
+  ASSERT_TRUE(PublishKeyed("a", "a later again", "k2", 7).ok());
+  EXPECT_EQ(QueueMetricsOf("a").held, 2u);  // the immediate ones
+  EXPECT_EQ(QueueMetricsOf("b").held, 2u);
+  Drain();
+  EXPECT_EQ(ConfirmOf(5).result.duplicate_of, ConfirmOf(1).result.message_id);
+  EXPECT_EQ(ConfirmOf(6).result.duplicate_of, ConfirmOf(2).result.message_id);
+  EXPECT_EQ(ConfirmOf(7).result.duplicate_of, ConfirmOf(3).result.message_id);
+  for (uint64_t request : {1, 2, 3, 4}) EXPECT_EQ(ConfirmOf(request).result.duplicate_of, 0u);
+  EXPECT_EQ(Bodies(Take("a")), (std::vector<std::string>{"a now"}));
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"b now"}));
+  Tick(std::chrono::milliseconds(1'500));
+  EXPECT_EQ(Bodies(Take("a")), (std::vector<std::string>{"a later"}));
+  EXPECT_EQ(Bodies(Take("b")), (std::vector<std::string>{"b later"}));
+  EXPECT_EQ(QueueMetricsOf("a").duplicates_total, 2u);
+  EXPECT_EQ(QueueMetricsOf("b").duplicates_total, 1u);
+}
+
 TEST_F(BrokerDedupTest, APurgeTakesHeldPublishesAndTheyStayPurgedAfterACrash) {
   DeclareDeduplicated("q");
   ASSERT_TRUE(PublishKeyed("q", "held", "k", 1).ok());
