@@ -291,13 +291,14 @@ void Broker::ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outco
   thread_checker_.Check();
   std::shared_ptr<Queue> queue;
   size_t locked = held.queues.size();  // which of held.queues `queue` is
-  // The queue of a resolution, unless it is gone; whether the queue takes the publish.
-  auto resolve = [&](uint32_t queue_index, uint32_t outcome, bool* keep) -> Queue* {
+  // Locks `queue` to the resolution's (false when it is gone) and decides whether it takes
+  // the publish.
+  auto resolve = [&](uint32_t queue_index, uint32_t outcome, bool* keep) {
     if (queue_index != locked) {
       queue = queue_index < held.queues.size() ? held.queues[queue_index].lock() : nullptr;
       locked = queue_index;
     }
-    if (!queue || queue->deleted) return nullptr;
+    if (!queue || queue->deleted) return false;
     // A failed commit wrote neither the key nor the message: the publisher got the error.
     const uint64_t duplicate_of =
         outcomes && outcome < outcomes->size() ? (*outcomes)[outcome].duplicate_of : 0;
@@ -307,18 +308,16 @@ void Broker::ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outco
       spdlog::debug("queue={} dropped a duplicate publish of message {}", LogSafe(queue->name()),
                     duplicate_of);
     }
-    return queue.get();
+    return true;
   };
   for (const DedupResolution& r : held.queued) {
     bool keep = false;
-    if (Queue* q = resolve(r.queue, r.outcome, &keep); q && q->Resolve(r.seq, keep)) {
-      ScheduleDispatch(queue);
-    }
+    if (resolve(r.queue, r.outcome, &keep) && queue->Resolve(r.seq, keep)) ScheduleDispatch(queue);
   }
   for (DelayedDedupResolution& r : held.delayed) {
     bool keep = false;
-    if (Queue* q = resolve(r.queue, r.outcome, &keep); q && keep) {
-      q->delayed().Add(r.key, std::move(r.message));
+    if (resolve(r.queue, r.outcome, &keep) && keep) {
+      queue->delayed().Add(r.key, std::move(r.message));
       UpdateDelayHead(queue);
     }
   }
