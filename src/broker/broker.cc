@@ -518,9 +518,18 @@ Result<PublishOutcome> Broker::Publish(uint64_t session_id, const std::string& e
       if (it != queues_.end()) UpdateDelayHead(it->second);
       continue;
     }
-    uint64_t seq = dedup ? queue->EnqueueHeld(envelope, modes[i] != kRam, flags, modes[i] == kPage)
-                         : queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
-    if (dedup) {
+    // Held until its commit answers, unless it is paged: then it is counted at once.
+    std::optional<uint64_t> undecided;
+    if (dedup && modes[i] == kPage) undecided = queue->PageUndecided(*envelope);
+    uint64_t seq = undecided ? *undecided
+                   : dedup
+                       ? queue->EnqueueHeld(envelope, modes[i] != kRam, flags, modes[i] == kPage)
+                       : queue->Enqueue(envelope, modes[i] != kRam, flags, modes[i] == kPage);
+    if (undecided) {
+      held_.paged.push_back(
+          PagedDedupResolution{ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup,
+                               seq, envelope->message.body.size()});
+    } else if (dedup) {
       held_.queued.push_back(DedupResolution{
           ResolutionQueue(it != queues_.end() ? it->second : nullptr), *dedup, seq});
     }

@@ -643,6 +643,14 @@ class Broker {
     uint32_t outcome = 0;  // in the batch's outcomes
     uint64_t seq = 0;      // the held message (Queue::EnqueueHeld)
   };
+  // A publish to be paged, counted at once and settled at the commit (Queue::PageUndecided):
+  // its body's size goes back out of the count if the queue does not take it.
+  struct PagedDedupResolution {
+    uint32_t queue = 0;
+    uint32_t outcome = 0;
+    uint64_t seq = 0;
+    uint64_t bytes = 0;
+  };
   // A delayed publish so held: put on the timeline once accepted.
   struct DelayedDedupResolution {
     uint32_t queue = 0;
@@ -653,16 +661,17 @@ class Broker {
   // The held publishes of a batch, and the queues they are for.
   struct HeldPublishes {
     std::vector<DedupResolution> queued;
+    std::vector<PagedDedupResolution> paged;
     std::vector<DelayedDedupResolution> delayed;
     std::vector<std::weak_ptr<Queue>> queues;
-    bool empty() const { return queued.empty() && delayed.empty(); }
+    bool empty() const { return queued.empty() && paged.empty() && delayed.empty(); }
   };
   // Adds a PutDedup to the batch: where its outcome will be, or nothing (no store).
   std::optional<uint32_t> PersistDedup(store::StoreBatch::PutDedup op);
   // `queue`'s place in held_.queues: a run of resolutions for one queue shares one entry.
   uint32_t ResolutionQueue(const std::shared_ptr<Queue>& queue);
-  // Makes held publishes ready, or drops them (duplicates, or a failed commit). Runs before
-  // the commit's confirms go out.
+  // Makes held publishes ready, or drops them (duplicates, or a failed commit), and settles
+  // paged ones. Runs before the commit's confirms go out.
   void ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outcomes,
                     const Status& status);
   template <typename Op>

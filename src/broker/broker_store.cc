@@ -254,6 +254,7 @@ void Broker::CommitPending(bool probe) {
   const size_t ops_hint = std::min(batch_.size(), kReserveCap);
   const size_t dedup_hint = std::min(outcomes ? outcomes->size() : 0, kReserveCap);
   const size_t held_hint = std::min(held_.queued.size(), kReserveCap);
+  const size_t paged_hint = std::min(held_.paged.size(), kReserveCap);
   store_->Commit(
       std::move(batch_), batch_sync_ || probe,
       [this, confirms = std::move(pending_confirms_), held = std::move(held_),
@@ -268,6 +269,7 @@ void Broker::CommitPending(bool probe) {
   pending_confirms_.clear();
   held_ = HeldPublishes();
   held_.queued.reserve(held_hint);
+  held_.paged.reserve(paged_hint);
   after_commit_.clear();
 }
 
@@ -313,6 +315,13 @@ void Broker::ResolveDedup(HeldPublishes& held, const store::DedupOutcomes* outco
   for (const DedupResolution& r : held.queued) {
     bool keep = false;
     if (resolve(r.queue, r.outcome, &keep) && queue->Resolve(r.seq, keep)) ScheduleDispatch(queue);
+  }
+  for (const PagedDedupResolution& r : held.paged) {
+    bool keep = false;
+    // One that leaves the count may free the lanes below its own.
+    if (resolve(r.queue, r.outcome, &keep) && queue->SettleUndecided(r.seq, r.bytes, keep)) {
+      ScheduleDispatch(queue);
+    }
   }
   for (DelayedDedupResolution& r : held.delayed) {
     bool keep = false;

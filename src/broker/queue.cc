@@ -310,18 +310,50 @@ bool Queue::Resolve(uint64_t seq, bool keep) {
   return released;
 }
 
+std::optional<uint64_t> Queue::PageUndecided(const Envelope& envelope) {
+  if (policy_.has_length_limit()) return std::nullopt;
+  Lane& lane = LaneAt(LaneOf(envelope));
+  if (!lane.held.empty()) return std::nullopt;
+  const uint64_t seq = lane.next_seq++;
+  CountPaged(lane, seq, envelope.message.body.size());
+  return seq;
+}
+
+bool Queue::SettleUndecided(uint64_t seq, uint64_t bytes, bool keep) {
+  if (keep) {
+    ++published_total;
+    return false;
+  }
+  Lane* lane = FindLane(store::SeqLane(seq));
+  // Not counted any more: a purge took it (what is paged since starts past it). A load that
+  // reached past it was sent after its commit, and is answered after this.
+  if (!lane || lane->paged == 0 || seq < lane->load_from_seq) return false;
+  --lane->paged;
+  lane->paged_bytes -= std::min(lane->paged_bytes, bytes);
+  if (seq >= lane->load_to_seq && lane->paged_beyond_load > 0) {
+    // Paged while a load is in flight: past its end, so the load's answer keeps it counted.
+    --lane->paged_beyond_load;
+    lane->paged_beyond_load_bytes -= std::min(lane->paged_beyond_load_bytes, bytes);
+  }
+  return true;
+}
+
+void Queue::CountPaged(Lane& lane, uint64_t seq, uint64_t body) {
+  if (lane.paged == 0) lane.load_from_seq = seq;
+  ++lane.paged;
+  lane.paged_bytes += body;
+  if (seq >= lane.load_to_seq) {
+    ++lane.paged_beyond_load;
+    lane.paged_beyond_load_bytes += body;
+  }
+}
+
 void Queue::Place(Lane& lane, QueuedMessage message, bool page) {
   const uint64_t seq = message.seq;
   ++published_total;
   const uint64_t body = message.envelope->message.body.size();
   if (page) {
-    if (lane.paged == 0) lane.load_from_seq = seq;
-    ++lane.paged;
-    lane.paged_bytes += body;
-    if (seq >= lane.load_to_seq) {
-      ++lane.paged_beyond_load;
-      lane.paged_beyond_load_bytes += body;
-    }
+    CountPaged(lane, seq, body);
     return;
   }
   lane.ram_bytes += body;

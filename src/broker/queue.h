@@ -183,6 +183,17 @@ class Queue {
   // commit failed). Returns true when messages became ready or paged. A `seq` no longer held
   // (purged meanwhile) is ignored.
   bool Resolve(uint64_t seq, bool keep);
+  // A publish to be paged, whose commit has yet to say whether the queue takes it. A paged
+  // message is seen only through a load, and no load reads it before its commit answers
+  // (loads are sent after the commits before them, and answered after them), so it is counted
+  // as paged at once instead of held: returns its sequence number. nullopt when it must be
+  // held: something is held ahead of it in its lane, or the queue has a length limit (a
+  // duplicate counted for a moment must not push a message out, nor refuse one).
+  std::optional<uint64_t> PageUndecided(const Envelope& envelope);
+  // The commit answered for PageUndecided's `seq`, of `bytes` body bytes: kept (`keep`), or
+  // not (a duplicate, or the commit failed), and then no longer counted, unless a purge took it
+  // already. Returns true when it left the count.
+  bool SettleUndecided(uint64_t seq, uint64_t bytes, bool keep);
   // Messages held or waiting behind one.
   size_t held() const;
   void Requeue(QueuedMessage message);
@@ -357,6 +368,8 @@ class Queue {
   // Makes `message` ready (or paged) in `lane`: Enqueue's work once nothing is held ahead of
   // it.
   void Place(Lane& lane, QueuedMessage message, bool page);
+  // Counts message `seq` (of `body` bytes) as paged in `lane`.
+  void CountPaged(Lane& lane, uint64_t seq, uint64_t body);
   std::optional<QueuedMessage> PopFrom(Lane& lane, int64_t now_wall_ms,
                                        std::vector<QueuedMessage>* expired);
   std::optional<QueuedMessage> PopGrouped(int64_t now_wall_ms, std::vector<QueuedMessage>* expired);

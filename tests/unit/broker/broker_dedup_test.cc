@@ -217,6 +217,83 @@ TEST_F(BrokerDedupTest, PagedQueuesKeepTheirOrderAndDropDuplicates) {
   EXPECT_EQ(TakeAndAck("q", 3, 100), expected);
 }
 
+// A publish to be paged is counted at once, not held (Queue::PageUndecided): a duplicate
+// leaves the count when its commit answers, whatever loads are in flight meanwhile.
+TEST_F(BrokerDedupTest, PagedPublishesAreCountedAtOnceAndDuplicatesLeaveTheCount) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 2;
+  // Loads of one never reach the end of what is paged while more is, so they never recount
+  // it: the count is what the publishes and their answers made it.
+  options.load_batch = 1;
+  Restart(options);
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("q", "m0", "k0", 1).ok());
+  ASSERT_TRUE(PublishKeyed("q", "m1", "k1", 2).ok());
+  Drain();
+  ASSERT_TRUE(PublishKeyed("q", "m2", "k2", 3).ok());
+  ASSERT_TRUE(PublishKeyed("q", "m1 again", "k1", 4).ok());
+  ASSERT_TRUE(PublishKeyed("q", "m3", "k3", 5).ok());
+  EXPECT_EQ(QueueMetricsOf("q").held, 0u);
+  EXPECT_EQ(Info("q").ready, 5u);
+  Drain();
+  EXPECT_EQ(ConfirmOf(4).result.duplicate_of, ConfirmOf(2).result.message_id);
+  EXPECT_EQ(Info("q").ready, 4u);
+  EXPECT_EQ(Info("q").published_total, 4u);
+  EXPECT_EQ(QueueMetricsOf("q").duplicates_total, 1u);
+
+  // Pulls take what RAM holds and send loads after each flush's commit, while duplicates of
+  // paged publishes are still being decided before and past those loads' ends.
+  std::vector<std::string> expected{"m0", "m1", "m2", "m3"};
+  for (int i = 4; i < 40; ++i) {
+    ASSERT_TRUE(PublishKeyed("q", "m" + std::to_string(i), "k" + std::to_string(i), 10 + i).ok());
+    expected.push_back("m" + std::to_string(i));
+    ASSERT_TRUE(PublishKeyed("q", "dup", "k" + std::to_string(i - 2), 100 + i).ok());
+    if (i % 3 == 0) {
+      ASSERT_TRUE(broker_->Receive(kS1, 77, "q", 2, 0).ok());
+    }
+    broker_->Flush();  // neither its commit nor its load is waited for
+    if (i % 7 == 0) Drain();
+  }
+  Drain();
+  std::vector<std::string> got;
+  for (auto& c : peer_->completions) {
+    for (auto& d : c.deliveries) {
+      got.push_back(d.envelope->message.body);
+      EXPECT_TRUE(broker_->Ack(kS1, d.delivery_tag, false).ok());
+    }
+  }
+  peer_->completions.clear();
+  EXPECT_EQ(Info("q").ready, expected.size() - got.size()) << "the count is what is left";
+  EXPECT_EQ(QueueMetricsOf("q").duplicates_total, 37u);
+  for (const std::string& body : TakeAndAck("q", 3, 100)) got.push_back(body);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(Info("q").ready, 0u);
+}
+
+// A purge between the publish and its commit takes the paged duplicate's count with it; the
+// answer then leaves the count of what was paged since alone.
+TEST_F(BrokerDedupTest, APurgeBeforeAPagedDuplicateIsDecidedLeavesLaterMessagesCounted) {
+  BrokerOptions options;
+  options.page_limits.max_messages = 1;
+  options.load_batch = 1;  // no load before the answer (RAM holds one), none to recount
+  Restart(options);
+  DeclareDeduplicated("q");
+  ASSERT_TRUE(PublishKeyed("q", "m0", "k0", 1).ok());
+  ASSERT_TRUE(PublishKeyed("q", "m1", "k1", 2).ok());
+  Drain();
+  ASSERT_TRUE(PublishKeyed("q", "m1 again", "k1", 3).ok());
+  auto purged = broker_->PurgeQueue(kS1, "q");
+  ASSERT_TRUE(purged.ok());
+  EXPECT_EQ(*purged, 3u);
+  ASSERT_TRUE(PublishKeyed("q", "after", "", 4).ok());
+  ASSERT_TRUE(PublishKeyed("q", "after, paged", "", 5).ok());
+  Drain();
+  EXPECT_NE(ConfirmOf(3).result.duplicate_of, 0u);
+  EXPECT_EQ(Info("q").ready, 2u);
+  EXPECT_EQ(TakeAndAck("q", 1, 10), (std::vector<std::string>{"after", "after, paged"}));
+  EXPECT_EQ(Info("q").ready, 0u);
+}
+
 TEST_F(BrokerDedupTest, ADuplicateDelayedPublishNeverBecomesDue) {
   DeclareDeduplicated("q");
   PublishTiming later;

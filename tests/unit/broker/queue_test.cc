@@ -457,6 +457,126 @@ TEST(QueuePriority, WalkGoesLaneByLaneInDeliveryOrder) {
   EXPECT_FALSE(q.NextLaneStart(low));
 }
 
+// --- Paged publishes into a deduplication window (Queue::PageUndecided) ---
+
+Queue MakeStoredQueue(QueuePolicy policy = {}) {
+  QueueSpec spec;
+  spec.name = "q";
+  return Queue(spec, 0, /*store_id=*/7, {}, policy);
+}
+
+// `count` messages on disk, "p0", "p1", ..., as the store would load them.
+std::vector<QueuedMessage> LoadedRun(uint64_t first_seq, int count) {
+  std::vector<QueuedMessage> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back(QueuedMessage{MakeEnvelope("p" + std::to_string(i)), first_seq + i, 0, true, 0, 0,
+                                nullptr});
+  }
+  return out;
+}
+
+TEST(QueueUndecided, APagedPublishCountsAtOnceAndLeavesTheCountWhenNotKept) {
+  Queue q = MakeStoredQueue();
+  auto kept = q.PageUndecided(*MakeEnvelope("kept"));
+  auto dup = q.PageUndecided(*MakeEnvelope("dup!!"));
+  ASSERT_TRUE(kept && dup);
+  EXPECT_EQ(*dup, *kept + 1);
+  EXPECT_EQ(q.ready(), 2u);
+  EXPECT_EQ(q.paged(), 2u);
+  EXPECT_EQ(q.ready_bytes(), 9u);
+  EXPECT_EQ(q.held(), 0u) << "counted, not held";
+  EXPECT_EQ(q.published_total, 0u) << "published once its commit answers";
+  EXPECT_FALSE(q.SettleUndecided(*kept, 4, /*keep=*/true));
+  EXPECT_TRUE(q.SettleUndecided(*dup, 5, /*keep=*/false));
+  EXPECT_EQ(q.published_total, 1u);
+  EXPECT_EQ(q.paged(), 1u);
+  EXPECT_EQ(q.ready_bytes(), 4u);
+}
+
+// The commit that drops it is answered before a load sent after it, which then does not find
+// it on disk.
+TEST(QueueUndecided, ADuplicateInsideALoadInFlightLeavesTheCountBeforeTheLoadAnswers) {
+  Queue q = MakeStoredQueue();
+  const uint64_t first = q.Enqueue(MakeEnvelope("p0"), true, 0, /*page=*/true);
+  q.Enqueue(MakeEnvelope("p1"), true, 0, /*page=*/true);
+  auto dup = q.PageUndecided(*MakeEnvelope("dup"));
+  q.Enqueue(MakeEnvelope("p2"), true, 0, /*page=*/true);
+  ASSERT_TRUE(dup);
+  ASSERT_TRUE(q.NeedsLoad(/*batch=*/2, 1 << 20));
+  q.MarkLoading();
+  auto [from, to] = q.BeginLoad();
+  EXPECT_EQ(from, first);
+  EXPECT_GT(to, *dup) << "the load covers it";
+  EXPECT_TRUE(q.SettleUndecided(*dup, 3, false));
+  EXPECT_EQ(q.paged(), 3u);
+  // A batch of two, not the end: the count goes down by what was read.
+  EXPECT_TRUE(q.AddLoaded(LoadedRun(first, 2), 2, first + 1, /*reached_end=*/false));
+  EXPECT_EQ(q.paged(), 1u);
+  EXPECT_EQ(q.ready(), 3u);
+  q.MarkLoading();
+  q.BeginLoad();
+  std::vector<QueuedMessage> last;
+  last.push_back(QueuedMessage{MakeEnvelope("p2"), *dup + 1, 0, true, 0, 0, nullptr});
+  EXPECT_TRUE(q.AddLoaded(std::move(last), 1, *dup + 1, /*reached_end=*/true))
+      << "consistent: the count expected the one message found";
+  EXPECT_EQ(q.paged(), 0u);
+  EXPECT_EQ(Drain(q), (BodyList{"p0", "p1", "p2"}));
+}
+
+// Published after a load was sent: past its end. Its commit may be answered before the load
+// or after it; either way the count ends with what is on disk.
+TEST(QueueUndecided, ADuplicatePastALoadInFlightLeavesTheCountInEitherOrder) {
+  for (bool commit_first : {true, false}) {
+    SCOPED_TRACE(commit_first ? "commit answered first" : "load answered first");
+    Queue q = MakeStoredQueue();
+    const uint64_t first = q.Enqueue(MakeEnvelope("p0"), true, 0, /*page=*/true);
+    q.Enqueue(MakeEnvelope("p1"), true, 0, /*page=*/true);
+    ASSERT_TRUE(q.NeedsLoad(/*batch=*/10, 1 << 20));
+    q.MarkLoading();
+    auto [from, to] = q.BeginLoad();
+    auto dup = q.PageUndecided(*MakeEnvelope("dup"));
+    auto kept = q.PageUndecided(*MakeEnvelope("new"));
+    ASSERT_TRUE(dup && kept);
+    EXPECT_GE(*dup, to);
+    EXPECT_EQ(q.paged(), 4u);
+    auto settle = [&] {
+      EXPECT_TRUE(q.SettleUndecided(*dup, 3, false));
+      EXPECT_FALSE(q.SettleUndecided(*kept, 3, true));
+    };
+    if (commit_first) settle();
+    // The load read both messages before it and found nothing more up to its end.
+    EXPECT_TRUE(q.AddLoaded(LoadedRun(first, 2), 2, first + 1, /*reached_end=*/true));
+    if (!commit_first) settle();
+    EXPECT_EQ(q.paged(), 1u) << "only the new one is left on disk";
+    EXPECT_EQ(q.ready(), 3u);
+    EXPECT_EQ(q.ready_bytes(), 7u);
+  }
+}
+
+TEST(QueueUndecided, ADuplicateAPurgeTookIsNotTakenOutOfTheCountAgain) {
+  Queue q = MakeStoredQueue();
+  auto dup = q.PageUndecided(*MakeEnvelope("dup"));
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(q.Purge({}).count, 1u);
+  // Paged since the purge: counted from past the purge's range.
+  q.Enqueue(MakeEnvelope("after"), true, 0, /*page=*/true);
+  EXPECT_FALSE(q.SettleUndecided(*dup, 3, false));
+  EXPECT_EQ(q.paged(), 1u);
+  EXPECT_EQ(q.ready_bytes(), 5u);
+}
+
+TEST(QueueUndecided, LengthLimitsAndHeldMessagesAheadHoldItInstead) {
+  QueuePolicy limited;
+  limited.max_length = 10;
+  Queue with_limit = MakeStoredQueue(limited);
+  EXPECT_FALSE(with_limit.PageUndecided(*MakeEnvelope("m")))
+      << "counted for a moment, a duplicate could push another message out";
+  Queue q = MakeStoredQueue();
+  q.EnqueueHeld(MakeEnvelope("held"), true, 0, /*page=*/false);
+  EXPECT_FALSE(q.PageUndecided(*MakeEnvelope("m"))) << "it waits behind the held one";
+  EXPECT_EQ(q.paged(), 0u);
+}
+
 TEST(Consumer, HasCreditHonoursPrefetchAndActive) {
   Consumer c;
   c.prefetch = 2;
