@@ -432,7 +432,8 @@ class MessageStore {
 
   // Reads entries of `queue_id` with from_seq <= seq < to_seq, at most `limit` and about
   // `max_bytes` of bodies (at least one), in sequence order, with their messages. Sees every
-  // batch committed before the call.
+  // batch committed before the call, and `done` runs after their callbacks (the broker counts
+  // a paged publish before its commit answers on that: Queue::PageUndecided).
   virtual void Load(uint64_t queue_id, uint64_t from_seq, uint64_t to_seq, uint32_t limit,
                     uint64_t max_bytes, LoadCallback done) = 0;
 
