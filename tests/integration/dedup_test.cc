@@ -158,10 +158,6 @@ void RetryEveryPublishAfterAKill9(std::vector<std::string> extra_args) {
   for (int id = 0; id < kMessages; ++id) {
     EXPECT_EQ(bodies.count("order " + std::to_string(id)), 1u) << "order " << id;
   }
-  auto queues = publisher->ListQueues();
-  ASSERT_TRUE(queues.ok()) << queues.status().ToString();
-  ASSERT_EQ(queues->size(), 1u);
-  EXPECT_EQ((*queues)[0].ready, 0u) << "the count holds no duplicate";
   ASSERT_TRUE(server.running());
 }
 
